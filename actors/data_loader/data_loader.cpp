@@ -1,0 +1,68 @@
+#include "actors/data_loader/data_loader.hpp"
+
+#include "runtime/batch_key.hpp"
+#include "satrap_schemas/step.capnp.h"
+
+#include <caf/typed_event_based_actor.hpp>
+
+namespace satrap {
+
+namespace {
+
+struct loader_state {
+  data_loader_config config;
+  int64_t batches = 0;  // served so far
+  static inline const char* name = "data_loader";
+};
+
+schema::Split schema_split(int8_t split) {
+  return split == 0 ? schema::Split::TRAIN : schema::Split::TEST;
+}
+
+capnp_payload make_id_batch(const batch& b, int8_t split) {
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::IdBatch>();
+  out.setBatch(b.index);
+  out.setSplit(schema_split(split));
+  out.setSize(static_cast<uint32_t>(b.size));
+  out.setSlots(static_cast<uint32_t>(b.slots));
+  out.setOffsets(data_of(b.offsets));
+  out.setIds(data_of(b.ids));
+  return payload_encode(mb);
+}
+
+capnp_payload make_dense_batch(const batch& b, int8_t split) {
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::DenseBatch>();
+  out.setBatch(b.index);
+  out.setSplit(schema_split(split));
+  out.setSize(static_cast<uint32_t>(b.size));
+  out.setDenseFeatures(static_cast<uint32_t>(b.dense_features));
+  out.setDense(data_of(b.dense));
+  out.setLabels(data_of(b.labels));
+  out.setProbs(data_of(b.probs));
+  return payload_encode(mb);
+}
+
+data_loader_actor::behavior_type
+loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
+  self->state.config = std::move(config);
+  return {
+    [self](fetch_atom, int64_t index, int8_t split) {
+      auto& st = self->state;
+      auto b = st.config.data->make_batch(split_of(split), index, st.config.batch_size);
+      auto& agg = st.config.aggregators[aggregator_for_batch(index, st.config.aggregators.size())];
+      self->send(agg, ids_atom::value, make_id_batch(b, split));
+      ++st.batches;
+      return make_dense_batch(b, split);
+    },
+  };
+}
+
+}  // namespace
+
+data_loader_actor spawn_data_loader(caf::actor_system& sys, const data_loader_config& config) {
+  return sys.spawn(loader_behavior, config);
+}
+
+}  // namespace satrap

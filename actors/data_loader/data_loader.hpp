@@ -1,0 +1,43 @@
+// data_loader: makes batches and splits them between the sparse and the dense side.
+//
+// Protocol:
+//   fetch(batch, split) -> DenseBatch (dense features, labels, teacher probabilities), and, before
+//                          replying, sends the batch's IdBatch to aggregator[batch % A] (see
+//                          aggregator_for_batch), where the trainer asks for the pooled embeddings.
+// Loaders are stateless over batch numbers (the synthetic generator makes any batch on demand),
+// so any loader can serve any batch and a restarted loader resumes by batch number alone.
+// Threading: an actor; the generator is immutable and shared.
+#pragma once
+
+#include "actors/gradient_aggregator/gradient_aggregator.hpp"
+#include "models/data/synthetic.hpp"
+#include "runtime/atoms.hpp"
+#include "runtime/payload.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace satrap {
+
+using data_loader_actor =
+  caf::typed_actor<caf::replies_to<fetch_atom, int64_t, int8_t>::with<capnp_payload>>;
+
+// Batch n of either split goes to this aggregator (trainer and loader must agree).
+inline size_t aggregator_for_batch(int64_t batch, size_t aggregators) {
+  return static_cast<size_t>(batch) % aggregators;
+}
+
+struct data_loader_config {
+  int32_t index = 0;                                    // index of this loader in the job
+  std::shared_ptr<const synthetic_generator> data;      // where batches come from
+  int32_t batch_size = 512;                             // samples per batch (per trainer)
+  std::vector<gradient_aggregator_actor> aggregators;   // every aggregator of the job
+};
+
+data_loader_actor spawn_data_loader(caf::actor_system& sys, const data_loader_config& config);
+
+}  // namespace satrap

@@ -1,0 +1,339 @@
+#include "actors/dense_trainer/dense_trainer.hpp"
+
+#include "actors/dense_trainer/ring_allreduce.hpp"
+#include "models/metrics.hpp"
+#include "runtime/batch_key.hpp"
+#include "runtime/error.hpp"
+#include "satrap_schemas/step.capnp.h"
+
+#include <caf/typed_event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <map>
+#include <optional>
+
+namespace satrap {
+
+namespace {
+
+// The two halves of one batch, as they arrive.
+struct batch_inputs {
+  std::optional<capnp_payload> dense;
+  std::optional<capnp_payload> pooled;
+  bool ready() const { return dense && pooled; }
+};
+
+struct trainer_state {
+  dense_trainer_config config;
+  std::unique_ptr<dense_model> model;
+  std::unique_ptr<dense_optimizer> optimizer;
+  std::vector<dense_trainer_actor> peers;
+  std::optional<ring_allreduce> ring;
+  std::deque<capnp_payload> inbox;  // chunks that arrived before their all-reduce started
+  train_plan plan;
+  std::optional<caf::typed_response_promise<trainer_report>> done;
+  bool failed = false;
+  // Step loop.
+  int64_t next_fetch = 0;
+  int64_t next_compute = 0;
+  int64_t global_applied = -1;      // every step <= this is applied on every trainer
+  std::map<int64_t, int32_t> applied_count;
+  std::map<int64_t, batch_inputs> inputs;
+  capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
+  std::vector<float> logits;
+  std::vector<float> pooled_grad;
+  // Progress.
+  std::unique_ptr<running_auc> auc;
+  progress_report progress;
+  trainer_report report;
+  // Evaluation.
+  std::vector<int64_t> eval_batches;  // this trainer's test batches
+  size_t eval_next = 0;
+  size_t eval_done = 0;
+  std::map<int64_t, batch_inputs> eval_inputs;
+  std::vector<float> eval_logits, eval_labels, eval_probs;
+  static inline const char* name = "dense_trainer";
+};
+
+using self_ptr = dense_trainer_actor::stateful_pointer<trainer_state>;
+
+void try_compute(self_ptr self);
+void issue_fetches(self_ptr self);
+void eval_issue(self_ptr self);
+
+int64_t global_batch(const trainer_state& st, int64_t step) {
+  return step * st.config.world + st.config.rank;
+}
+
+void fail(self_ptr self, const std::string& what, const caf::error& e) {
+  auto& st = self->state;
+  if (st.failed)
+    return;
+  st.failed = true;
+  spdlog::error("trainer_failed rank={} what=\"{}\" error=\"{}\"", st.config.rank, what,
+                error_text(e));
+  if (st.done)
+    st.done->deliver(make_error(errc::peer_failure, "trainer " + std::to_string(st.config.rank)
+                                                      + ": " + what + ": " + error_text(e)));
+}
+
+// Asks a loader and an aggregator for the two halves of batch `n`; `on_ready` runs when both
+// are in `slot`.
+template <class Slots, class OnReady>
+void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t split,
+                 OnReady on_ready) {
+  auto& st = self->state;
+  auto& loader = st.config.loaders[static_cast<size_t>(n) % st.config.loaders.size()];
+  auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
+  auto on_error = [self, n](const caf::error& e) {
+    fail(self, "fetching batch " + std::to_string(n), e);
+  };
+  self->request(loader, st.config.timeout, fetch_atom::value, n, split)
+    .then([slots, key, on_ready](capnp_payload& p) {
+            auto& in = (*slots)[key];
+            in.dense = std::move(p);
+            if (in.ready())
+              on_ready();
+          },
+          on_error);
+  self->request(agg, st.config.timeout, pooled_atom::value, n, split)
+    .then([slots, key, on_ready](capnp_payload& p) {
+            auto& in = (*slots)[key];
+            in.pooled = std::move(p);
+            if (in.ready())
+              on_ready();
+          },
+          on_error);
+}
+
+void issue_fetches(self_ptr self) {
+  auto& st = self->state;
+  while (!st.failed && st.next_fetch < st.plan.steps
+         && st.next_fetch - st.plan.staleness - 1 <= st.global_applied) {
+    auto step = st.next_fetch++;
+    fetch_batch(self, &st.inputs, step, global_batch(st, step), split_code(data_split::train),
+                [self] { try_compute(self); });
+  }
+}
+
+void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool force) {
+  st.progress.samples += samples;
+  st.progress.loss_sum += loss_sum;
+  if (!force && st.next_compute % st.config.progress_every != 0)
+    return;
+  st.progress.rank = st.config.rank;
+  st.progress.step = st.next_compute;
+  st.progress.running_auc = st.auc->value();
+  if (st.config.progress)
+    caf::anon_send(st.config.progress, progress_atom::value, st.progress);
+  st.progress = progress_report{};
+}
+
+void on_applied(self_ptr self, int64_t step) {
+  auto& st = self->state;
+  if (++st.applied_count[step] < st.config.world)
+    return;
+  while (!st.applied_count.empty() && st.applied_count.begin()->first == st.global_applied + 1
+         && st.applied_count.begin()->second == st.config.world) {
+    st.applied_count.erase(st.applied_count.begin());
+    ++st.global_applied;
+  }
+  issue_fetches(self);
+  if (st.global_applied == st.plan.steps - 1)
+    eval_issue(self);
+}
+
+// Steps the dense optimizer and pushes the embedding gradients of step `next_compute`.
+void finish_step(self_ptr self) {
+  auto& st = self->state;
+  st.optimizer->step(st.model->params(), st.model->grads());
+  auto step = st.next_compute;
+  auto n = global_batch(st, step);
+  auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
+  self->request(agg, st.config.timeout, grads_atom::value, std::move(st.pending_grads))
+    .then(
+      [self, step](int64_t) {
+        auto& st = self->state;
+        for (int32_t r = 0; r < st.config.world; ++r)
+          if (r != st.config.rank)
+            self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
+        on_applied(self, step);
+      },
+      [self, n](const caf::error& e) { fail(self, "pushing gradients of batch " + std::to_string(n), e); });
+  st.inputs.erase(step);
+  ++st.next_compute;
+  try_compute(self);
+}
+
+void drain_inbox(self_ptr self) {
+  auto& st = self->state;
+  while (st.ring && st.ring->active() && !st.inbox.empty()) {
+    capnp_payload out;
+    auto more = st.ring->receive(st.inbox.front(), out);
+    st.inbox.pop_front();
+    auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
+    if (more)
+      self->send(next, chunk_atom::value, std::move(out));
+    else
+      finish_step(self);
+  }
+}
+
+capnp_payload make_pooled_grads(const trainer_state& st, int64_t n, uint32_t size) {
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::PooledGradients>();
+  out.setBatch(n);
+  out.setSize(size);
+  out.setSlots(static_cast<uint32_t>(st.config.model.slots));
+  out.setDim(static_cast<uint32_t>(st.config.model.dim));
+  out.setValues(data_of(st.pooled_grad));
+  return payload_encode(mb);
+}
+
+void try_compute(self_ptr self) {
+  auto& st = self->state;
+  if (st.failed || (st.ring && st.ring->active()) || st.next_compute >= st.plan.steps)
+    return;
+  auto it = st.inputs.find(st.next_compute);
+  if (it == st.inputs.end() || !it->second.ready())
+    return;
+  payload_reader dense_reader(*it->second.dense);
+  payload_reader pooled_reader(*it->second.pooled);
+  auto dense = dense_reader.root<schema::DenseBatch>();
+  auto pooled = pooled_reader.root<schema::PooledEmbeddings>();
+  auto size = static_cast<int>(dense.getSize());
+  auto labels = data_view<float>(dense.getLabels());
+  st.logits.resize(static_cast<size_t>(size));
+  st.pooled_grad.resize(static_cast<size_t>(size) * st.config.model.slots * st.config.model.dim);
+  auto scale = 1.0f / static_cast<float>(size * st.config.world);
+  auto loss = st.model->forward_backward(size, data_view<float>(dense.getDense()).data(),
+                                         data_view<float>(pooled.getValues()).data(),
+                                         labels.data(), scale, st.logits.data(),
+                                         st.pooled_grad.data());
+  st.report.step_losses.push_back(loss);
+  st.report.samples += size;
+  st.auc->add(st.logits, labels);
+  st.pending_grads = make_pooled_grads(st, global_batch(st, st.next_compute),
+                                       static_cast<uint32_t>(size));
+  report_progress(st, size, loss, st.next_compute + 1 == st.plan.steps);
+  if (st.config.world == 1) {
+    finish_step(self);
+    return;
+  }
+  auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
+  self->send(next, chunk_atom::value, st.ring->start(st.next_compute, st.model->grads()));
+  drain_inbox(self);
+}
+
+capnp_payload make_params(const trainer_state& st) {
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::DenseParams>();
+  out.setStep(st.next_compute);
+  auto p = st.model->params();
+  out.setValues(data_of(std::span<const float>(p.data(), p.size())));
+  return payload_encode(mb);
+}
+
+void eval_finish(self_ptr self) {
+  auto& st = self->state;
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::EvalResult>();
+  out.setLogits(data_of(st.eval_logits));
+  out.setLabels(data_of(st.eval_labels));
+  out.setProbs(data_of(st.eval_probs));
+  st.report.rank = st.config.rank;
+  st.report.eval = payload_encode(mb);
+  st.report.params = make_params(st);
+  spdlog::debug("trainer_done rank={} steps={} test_samples={}", st.config.rank, st.next_compute,
+                st.eval_logits.size());
+  st.done->deliver(std::move(st.report));
+}
+
+void eval_batch(self_ptr self, int64_t n) {
+  auto& st = self->state;
+  auto& in = st.eval_inputs[n];
+  payload_reader dense_reader(*in.dense);
+  payload_reader pooled_reader(*in.pooled);
+  auto dense = dense_reader.root<schema::DenseBatch>();
+  auto pooled = pooled_reader.root<schema::PooledEmbeddings>();
+  auto size = static_cast<int>(dense.getSize());
+  st.logits.resize(static_cast<size_t>(size));
+  st.model->forward(size, data_view<float>(dense.getDense()).data(),
+                    data_view<float>(pooled.getValues()).data(), st.logits.data());
+  auto labels = data_view<float>(dense.getLabels());
+  auto probs = data_view<float>(dense.getProbs());
+  st.eval_logits.insert(st.eval_logits.end(), st.logits.begin(), st.logits.end());
+  st.eval_labels.insert(st.eval_labels.end(), labels.begin(), labels.end());
+  st.eval_probs.insert(st.eval_probs.end(), probs.begin(), probs.end());
+  st.eval_inputs.erase(n);
+}
+
+void eval_issue(self_ptr self) {
+  auto& st = self->state;
+  if (st.failed)
+    return;
+  if (st.eval_done == st.eval_batches.size()) {
+    eval_finish(self);
+    return;
+  }
+  auto in_flight = st.eval_next - st.eval_done;
+  while (st.eval_next < st.eval_batches.size()
+         && in_flight < static_cast<size_t>(st.config.eval_window)) {
+    auto n = st.eval_batches[st.eval_next++];
+    ++in_flight;
+    fetch_batch(self, &st.eval_inputs, n, n, split_code(data_split::test), [self, n] {
+      eval_batch(self, n);
+      ++self->state.eval_done;
+      eval_issue(self);
+    });
+  }
+}
+
+caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_plan& plan) {
+  auto& st = self->state;
+  st.plan = plan;
+  st.done = self->make_response_promise<trainer_report>();
+  for (int64_t t = st.config.rank; t < plan.test_batches; t += st.config.world)
+    st.eval_batches.push_back(t);
+  spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}",
+                st.config.rank, st.config.world, plan.steps, plan.staleness,
+                st.model->params().size());
+  if (plan.steps == 0)
+    eval_issue(self);
+  else
+    issue_fetches(self);
+  return *st.done;
+}
+
+dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.model = make_dlrm(st.config.model, st.config.seed);
+  st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
+                                                   st.model->params().size());
+  st.auc = std::make_unique<running_auc>(st.config.auc_window);
+  if (st.config.world > 1)
+    st.ring.emplace(st.config.rank, st.config.world);
+  return {
+    [self](peers_atom, const std::vector<caf::actor>& peers) {
+      self->state.peers.clear();
+      for (auto& p : peers)
+        self->state.peers.push_back(caf::actor_cast<dense_trainer_actor>(p));
+    },
+    [self](chunk_atom, capnp_payload& chunk) {
+      self->state.inbox.push_back(std::move(chunk));
+      drain_inbox(self);
+    },
+    [self](applied_atom, int64_t step, int32_t) { on_applied(self, step); },
+    [self](run_atom, const train_plan& plan) { return on_run(self, plan); },
+  };
+}
+
+}  // namespace
+
+dense_trainer_actor spawn_dense_trainer(caf::actor_system& sys, const dense_trainer_config& config) {
+  return sys.spawn(trainer_behavior, config);
+}
+
+}  // namespace satrap

@@ -1,0 +1,103 @@
+// dense_trainer: one replica of the dense network; drives the step loop of its batches.
+//
+// Trainer `rank` of `world` owns global batches n = step*world + rank. For each step it
+//   1. fetches the dense part from loader[n % L] and the pooled embeddings from
+//      aggregator[n % A] (the loader has sent that aggregator the ids),
+//   2. runs forward/backward with the loss scaled by 1/(batch_size*world),
+//   3. all-reduces the dense gradients with the other trainers (a ring of chunk messages:
+//      reduce-scatter then all-gather, so every replica gets bit-identical sums) and steps its
+//      dense optimizer,
+//   4. sends the gradients of the pooled embeddings to the aggregator; its reply means the shards
+//      applied them, and the trainer tells every trainer `applied(step, rank)`.
+// Bounded staleness K: the lookup of step s starts only once steps <= s-K-1 are applied on every
+// trainer, so a lookup misses the gradients of at most K earlier steps; K = 0 is fully synchronous.
+// After the last step is applied everywhere, each trainer evaluates its share of the test batches
+// and answers `run` with a trainer_report.
+// Threading: an actor. Requests carry timeouts; a failure fails the run with the reason.
+#pragma once
+
+#include "actors/data_loader/data_loader.hpp"
+#include "actors/gradient_aggregator/gradient_aggregator.hpp"
+#include "models/dense/dense_optimizer.hpp"
+#include "models/dense/dlrm.hpp"
+#include "runtime/atoms.hpp"
+#include "runtime/payload.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/duration.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <vector>
+
+namespace satrap {
+
+struct train_plan {
+  int64_t steps = 0;         // steps to train (batches per trainer)
+  int64_t test_batches = 0;  // test batches of the whole job, shared among trainers by rank
+  int32_t staleness = 0;     // K, see above
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_plan& x) {
+  return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness);
+}
+
+// Sent every few steps to the progress sink (the job supervisor).
+struct progress_report {
+  int32_t rank = 0;
+  int64_t step = 0;          // steps done by this trainer
+  int64_t samples = 0;       // samples since the previous report
+  double loss_sum = 0.0;     // sum of per-sample losses since the previous report
+  double running_auc = 0.5;  // AUC over this trainer's recent training predictions
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
+  return f(caf::meta::type_name("progress_report"), x.rank, x.step, x.samples, x.loss_sum,
+           x.running_auc);
+}
+
+struct trainer_report {
+  int32_t rank = 0;
+  int64_t samples = 0;              // training samples seen
+  std::vector<double> step_losses;  // per step: sum of this trainer's per-sample losses
+  capnp_payload eval;               // EvalResult on this trainer's test batches
+  capnp_payload params;             // DenseParams after the last step
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trainer_report& x) {
+  return f(caf::meta::type_name("trainer_report"), x.rank, x.samples, x.step_losses, x.eval,
+           x.params);
+}
+
+using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>>;
+
+using dense_trainer_actor = caf::typed_actor<
+  caf::reacts_to<peers_atom, std::vector<caf::actor>>,  // every trainer, by rank (self included)
+  caf::reacts_to<chunk_atom, capnp_payload>,            // DenseChunk from the previous rank
+  caf::reacts_to<applied_atom, int64_t, int32_t>,       // (step, rank) applied on the shards
+  caf::replies_to<run_atom, train_plan>::with<trainer_report>>;
+
+struct dense_trainer_config {
+  int32_t rank = 0;                                   // this replica
+  int32_t world = 1;                                  // replicas in the job
+  dlrm_config model;                                  // network shape
+  dense_optimizer_options optimizer;                  // dense optimizer
+  uint64_t seed = 7;                                  // same on every replica: same initial model
+  int32_t batch_size = 512;                           // samples per batch
+  std::vector<data_loader_actor> loaders;             // every loader of the job
+  std::vector<gradient_aggregator_actor> aggregators; // every aggregator of the job
+  progress_sink_actor progress;                       // may be null
+  int32_t progress_every = 20;                        // steps between progress reports
+  size_t auc_window = 100000;                         // predictions in the running AUC
+  int32_t eval_window = 4;                            // test batches in flight at once
+  caf::duration timeout{std::chrono::seconds(120)};   // per request
+};
+
+dense_trainer_actor spawn_dense_trainer(caf::actor_system& sys, const dense_trainer_config& config);
+
+}  // namespace satrap

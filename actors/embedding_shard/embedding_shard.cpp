@@ -1,0 +1,73 @@
+#include "actors/embedding_shard/embedding_shard.hpp"
+
+#include "satrap_schemas/step.capnp.h"
+
+#include <spdlog/spdlog.h>
+
+namespace satrap {
+
+namespace {
+
+struct shard_state {
+  embedding_shard_config config;
+  std::unique_ptr<embedding_table> table;
+  shard_stats stats;
+  std::vector<float> rows;  // scratch for lookups
+  static inline const char* name = "embedding_shard";
+};
+
+capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
+  payload_reader reader(request);
+  auto req = reader.root<schema::LookupRequest>();
+  auto ids = data_view<uint64_t>(req.getIds());
+  auto dim = static_cast<size_t>(st.config.embedding.dim);
+  st.rows.resize(ids.size() * dim);
+  st.table->lookup(ids, st.rows.data());
+  st.stats.lookups += static_cast<int64_t>(ids.size());
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::EmbeddingRows>();
+  out.setBatch(req.getBatch());
+  out.setDim(static_cast<uint32_t>(dim));
+  out.setRows(data_of(st.rows));
+  return payload_encode(mb);
+}
+
+int64_t shard_update(shard_state& st, const capnp_payload& request) {
+  payload_reader reader(request);
+  auto req = reader.root<schema::EmbeddingGradients>();
+  auto ids = data_view<uint64_t>(req.getIds());
+  auto grads = data_view<float>(req.getGrads());
+  assert(req.getDim() == static_cast<uint32_t>(st.config.embedding.dim));
+  assert(grads.size() == ids.size() * req.getDim());
+  st.table->update(ids, grads.data());
+  st.stats.updates += static_cast<int64_t>(ids.size());
+  return static_cast<int64_t>(ids.size());
+}
+
+embedding_shard_actor::behavior_type
+shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
+               embedding_shard_config config) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.table = std::make_unique<embedding_table>(st.config.embedding);
+  st.stats.shard = st.config.shard;
+  spdlog::debug("shard_started shard={} dim={}", st.config.shard, st.config.embedding.dim);
+  return {
+    [self](lookup_atom, const capnp_payload& req) { return shard_lookup(self->state, req); },
+    [self](update_atom, const capnp_payload& req) { return shard_update(self->state, req); },
+    [self](stats_atom) {
+      auto s = self->state.stats;
+      s.rows = static_cast<int64_t>(self->state.table->size());
+      return s;
+    },
+  };
+}
+
+}  // namespace
+
+embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,
+                                            const embedding_shard_config& config) {
+  return sys.spawn(shard_behavior, config);
+}
+
+}  // namespace satrap

@@ -1,0 +1,47 @@
+// embedding_shard: owns one shard of the embedding rows and applies the sparse optimizer.
+//
+// Protocol (all payloads are Cap'n Proto messages from schemas/step.capnp):
+//   lookup(LookupRequest)      -> EmbeddingRows, rows in the order of the request's ids;
+//                                 unseen ids get their deterministic initial row.
+//   update(EmbeddingGradients) -> number of rows updated; one optimizer step per id.
+//   stats()                    -> shard_stats.
+// Threading: an actor; its store is touched only by its own behaviour.
+#pragma once
+
+#include "models/embedding/embedding_table.hpp"
+#include "runtime/atoms.hpp"
+#include "runtime/payload.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+namespace satrap {
+
+struct shard_stats {
+  int32_t shard = 0;
+  int64_t rows = 0;     // rows held
+  int64_t lookups = 0;  // ids looked up
+  int64_t updates = 0;  // rows updated
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
+  return f(caf::meta::type_name("shard_stats"), x.shard, x.rows, x.lookups, x.updates);
+}
+
+using embedding_shard_actor = caf::typed_actor<
+  caf::replies_to<lookup_atom, capnp_payload>::with<capnp_payload>,
+  caf::replies_to<update_atom, capnp_payload>::with<int64_t>,
+  caf::replies_to<stats_atom>::with<shard_stats>>;
+
+struct embedding_shard_config {
+  int32_t shard = 0;              // index of this shard in the job
+  embedding_options embedding;    // rows, initialiser and sparse optimizer
+};
+
+embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,
+                                            const embedding_shard_config& config);
+
+}  // namespace satrap

@@ -1,0 +1,252 @@
+#include "actors/gradient_aggregator/gradient_aggregator.hpp"
+
+#include "runtime/batch_key.hpp"
+#include "runtime/error.hpp"
+#include "satrap_schemas/step.capnp.h"
+
+#include <caf/typed_event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <unordered_map>
+
+namespace satrap {
+
+namespace {
+
+// A batch between its ids arriving and its gradients being pushed to the shards.
+struct batch_state {
+  int64_t batch = 0;
+  int8_t split = 0;
+  uint32_t size = 0;
+  uint32_t slots = 0;
+  bool have_ids = false;
+  std::vector<uint32_t> offsets;
+  dedup_result dedup;
+  std::vector<std::vector<uint32_t>> by_shard;  // shard -> positions in dedup.unique
+  std::vector<float> unique_rows;               // unique x dim
+  size_t lookups_left = 0;
+  std::optional<capnp_payload> pooled;          // ready, not yet asked for
+  std::optional<caf::typed_response_promise<capnp_payload>> waiting;  // asked for, not ready
+  caf::error failure;
+};
+
+struct aggregator_state {
+  gradient_aggregator_config config;
+  std::unordered_map<int64_t, batch_state> batches;
+  static inline const char* name = "gradient_aggregator";
+};
+
+using self_ptr = gradient_aggregator_actor::stateful_pointer<aggregator_state>;
+
+void deliver_pooled(aggregator_state& st, int64_t key) {
+  auto& b = st.batches[key];
+  if (!b.waiting || (!b.pooled && !b.failure))
+    return;
+  if (b.failure)
+    b.waiting->deliver(b.failure);
+  else
+    b.waiting->deliver(std::move(*b.pooled));
+  if (b.split != 0 || b.failure)
+    st.batches.erase(key);  // test batches get no gradients; failed ones are reported once
+  else {
+    b.waiting.reset();
+    b.pooled.reset();
+  }
+}
+
+void pool_batch(aggregator_state& st, batch_state& b) {
+  auto dim = static_cast<uint32_t>(st.config.dim);
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::PooledEmbeddings>();
+  out.setBatch(b.batch);
+  out.setSize(b.size);
+  out.setSlots(b.slots);
+  out.setDim(dim);
+  auto values = out.initValues(size_t{b.size} * b.slots * dim * sizeof(float));
+  pool_forward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.unique_rows.data(),
+               reinterpret_cast<float*>(values.begin()));
+  b.pooled = payload_encode(mb);
+  b.unique_rows = {};  // rows are not needed for the backward pass
+}
+
+capnp_payload make_lookup(int64_t batch, const std::vector<uint64_t>& unique,
+                          const std::vector<uint32_t>& positions) {
+  capnp::MallocMessageBuilder mb;
+  auto req = mb.initRoot<schema::LookupRequest>();
+  req.setBatch(batch);
+  auto ids = req.initIds(positions.size() * sizeof(uint64_t));
+  auto* dst = reinterpret_cast<uint64_t*>(ids.begin());
+  for (size_t i = 0; i < positions.size(); ++i)
+    dst[i] = unique[positions[i]];
+  return payload_encode(mb);
+}
+
+void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& rows) {
+  auto& st = self->state;
+  auto it = st.batches.find(key);
+  if (it == st.batches.end())
+    return;
+  auto& b = it->second;
+  payload_reader reader(rows);
+  auto values = data_view<float>(reader.root<schema::EmbeddingRows>().getRows());
+  const auto& pos = b.by_shard[shard];
+  auto dim = static_cast<size_t>(st.config.dim);
+  assert(values.size() == pos.size() * dim);
+  for (size_t i = 0; i < pos.size(); ++i)
+    std::copy_n(values.data() + i * dim, dim, b.unique_rows.data() + pos[i] * dim);
+  if (--b.lookups_left == 0 && !b.failure) {
+    pool_batch(st, b);
+    deliver_pooled(st, key);
+  }
+}
+
+void on_ids(self_ptr self, const capnp_payload& msg) {
+  auto& st = self->state;
+  payload_reader reader(msg);
+  auto in = reader.root<schema::IdBatch>();
+  auto split = static_cast<int8_t>(in.getSplit() == schema::Split::TRAIN ? 0 : 1);
+  auto key = batch_key(in.getBatch(), split);
+  auto& b = st.batches[key];
+  b.batch = in.getBatch();
+  b.split = split;
+  b.size = in.getSize();
+  b.slots = in.getSlots();
+  b.have_ids = true;
+  b.offsets = data_copy<uint32_t>(in.getOffsets());
+  b.dedup = dedup_ids(data_view<uint64_t>(in.getIds()));
+  auto shards = st.config.shards.size();
+  b.by_shard.assign(shards, {});
+  for (uint32_t i = 0; i < b.dedup.unique.size(); ++i)
+    b.by_shard[st.config.partitions.shard_of(b.dedup.unique[i])].push_back(i);
+  b.unique_rows.resize(b.dedup.unique.size() * static_cast<size_t>(st.config.dim));
+  b.lookups_left = 0;
+  for (uint32_t s = 0; s < shards; ++s) {
+    if (b.by_shard[s].empty())
+      continue;
+    ++b.lookups_left;
+    self->request(st.config.shards[s], st.config.timeout, lookup_atom::value,
+                  make_lookup(b.batch, b.dedup.unique, b.by_shard[s]))
+      .then([self, key, s](const capnp_payload& rows) { on_rows(self, key, s, rows); },
+            [self, key, s](const caf::error& e) {
+              auto& st = self->state;
+              auto it = st.batches.find(key);
+              if (it == st.batches.end())
+                return;
+              spdlog::error("aggregator_lookup_failed aggregator={} shard={} error={}",
+                            st.config.index, s, error_text(e));
+              it->second.failure = make_error(
+                errc::peer_failure, "embedding lookup on shard " + std::to_string(s)
+                                      + " failed: " + error_text(e));
+              deliver_pooled(st, key);
+            });
+  }
+  if (b.lookups_left == 0) {
+    pool_batch(st, b);
+    deliver_pooled(st, key);
+  }
+}
+
+caf::typed_response_promise<capnp_payload> on_pooled(self_ptr self, int64_t batch, int8_t split) {
+  auto& st = self->state;
+  auto key = batch_key(batch, split);
+  auto& b = st.batches[key];
+  b.batch = batch;
+  b.split = split;
+  b.waiting = self->make_response_promise<capnp_payload>();
+  auto promise = *b.waiting;
+  deliver_pooled(st, key);
+  return promise;
+}
+
+// Everything one batch's gradient push needs once its batch_state is gone.
+struct push_state {
+  caf::typed_response_promise<int64_t> promise;
+  size_t left = 0;
+  int64_t rows = 0;
+  bool failed = false;
+};
+
+capnp_payload make_update(int64_t batch, uint32_t dim, const batch_state& b,
+                          const std::vector<uint32_t>& positions, const float* grad_unique) {
+  capnp::MallocMessageBuilder mb;
+  auto req = mb.initRoot<schema::EmbeddingGradients>();
+  req.setBatch(batch);
+  req.setDim(dim);
+  auto ids = reinterpret_cast<uint64_t*>(req.initIds(positions.size() * sizeof(uint64_t)).begin());
+  auto grads = reinterpret_cast<float*>(
+    req.initGrads(positions.size() * dim * sizeof(float)).begin());
+  for (size_t i = 0; i < positions.size(); ++i) {
+    ids[i] = b.dedup.unique[positions[i]];
+    std::copy_n(grad_unique + size_t{positions[i]} * dim, dim, grads + i * dim);
+  }
+  return payload_encode(mb);
+}
+
+caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload& msg) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<int64_t>();
+  payload_reader reader(msg);
+  auto in = reader.root<schema::PooledGradients>();
+  auto key = batch_key(in.getBatch(), 0);
+  auto it = st.batches.find(key);
+  if (it == st.batches.end() || !it->second.have_ids) {
+    promise.deliver(make_error(errc::invalid_payload,
+                               "gradients for unknown batch " + std::to_string(in.getBatch())));
+    return promise;
+  }
+  auto b = std::move(it->second);
+  st.batches.erase(it);
+  auto dim = static_cast<uint32_t>(st.config.dim);
+  std::vector<float> grad_unique(b.dedup.unique.size() * dim, 0.0f);
+  pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse,
+                data_view<float>(in.getValues()).data(), grad_unique.data());
+  auto push = std::make_shared<push_state>();
+  push->promise = promise;
+  for (uint32_t s = 0; s < b.by_shard.size(); ++s)
+    push->left += b.by_shard[s].empty() ? 0 : 1;
+  if (push->left == 0)
+    promise.deliver(int64_t{0});
+  for (uint32_t s = 0; s < b.by_shard.size(); ++s) {
+    if (b.by_shard[s].empty())
+      continue;
+    self->request(st.config.shards[s], st.config.timeout, update_atom::value,
+                  make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()))
+      .then(
+        [push](int64_t rows) {
+          push->rows += rows;
+          if (--push->left == 0 && !push->failed)
+            push->promise.deliver(push->rows);
+        },
+        [self, push, s, batch = b.batch](const caf::error& e) {
+          spdlog::error("aggregator_update_failed aggregator={} shard={} batch={} error={}",
+                        self->state.config.index, s, batch, error_text(e));
+          if (!push->failed)
+            push->promise.deliver(make_error(
+              errc::peer_failure, "gradient push to shard " + std::to_string(s)
+                                    + " failed for batch " + std::to_string(batch) + ": "
+                                    + error_text(e)));
+          push->failed = true;
+        });
+  }
+  return promise;
+}
+
+gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
+                                                             gradient_aggregator_config config) {
+  self->state.config = std::move(config);
+  return {
+    [self](ids_atom, const capnp_payload& msg) { on_ids(self, msg); },
+    [self](pooled_atom, int64_t batch, int8_t split) { return on_pooled(self, batch, split); },
+    [self](grads_atom, const capnp_payload& msg) { return on_grads(self, msg); },
+  };
+}
+
+}  // namespace
+
+gradient_aggregator_actor spawn_gradient_aggregator(caf::actor_system& sys,
+                                                    const gradient_aggregator_config& config) {
+  return sys.spawn(aggregator_behavior, config);
+}
+
+}  // namespace satrap

@@ -1,0 +1,38 @@
+#include "actors/type_registry.hpp"
+
+#include "actors/job_supervisor/job_supervisor.hpp"
+#include "runtime/error.hpp"
+
+#include <caf/io/middleman.hpp>
+
+namespace satrap {
+
+void register_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<capnp_payload>("satrap::capnp_payload");
+  cfg.add_message_type<shard_stats>("satrap::shard_stats");
+  cfg.add_message_type<train_plan>("satrap::train_plan");
+  cfg.add_message_type<progress_report>("satrap::progress_report");
+  cfg.add_message_type<trainer_report>("satrap::trainer_report");
+  cfg.add_message_type<job_result>("satrap::job_result");
+  cfg.add_message_type<std::vector<double>>("std::vector<double>");
+  cfg.add_message_type<embedding_shard_actor>("satrap::embedding_shard_actor");
+  cfg.add_message_type<gradient_aggregator_actor>("satrap::gradient_aggregator_actor");
+  cfg.add_message_type<data_loader_actor>("satrap::data_loader_actor");
+  cfg.add_message_type<dense_trainer_actor>("satrap::dense_trainer_actor");
+  cfg.add_message_type<progress_sink_actor>("satrap::progress_sink_actor");
+  cfg.add_message_type<job_supervisor_actor>("satrap::job_supervisor_actor");
+  cfg.add_error_category(caf::atom("satrap"),
+                         [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+                           auto text = std::string(to_string(static_cast<errc>(code)));
+                           if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+                             text += ": " + ctx.get_as<std::string>(0);
+                           return text;
+                         });
+}
+
+satrap_config::satrap_config() {
+  register_types(*this);
+  load<caf::io::middleman>();
+}
+
+}  // namespace satrap

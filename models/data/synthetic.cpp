@@ -1,0 +1,149 @@
+#include "models/data/synthetic.hpp"
+
+#include <cassert>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "models/embedding/id_map.hpp"
+
+namespace satrap {
+
+namespace {
+
+constexpr uint64_t golden = 0x9e3779b97f4a7c15ULL;
+
+// splitmix64: a counter-based stream; one per sample.
+inline uint64_t next_u64(uint64_t& state) { return mix64(state += golden); }
+inline double next_unit(uint64_t& state) {  // (0, 1)
+  return (static_cast<double>(next_u64(state) >> 11) + 0.5) * 0x1.0p-53;
+}
+inline double hash_unit_var(uint64_t h) {  // uniform(-sqrt 3, sqrt 3): mean 0, variance 1
+  return (static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0) * std::numbers::sqrt3;
+}
+
+// Helpers of the rejection-inversion sampler, stable near 0.
+inline double helper1(double x) {  // log1p(x)/x
+  return std::abs(x) > 1e-8 ? std::log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
+}
+inline double helper2(double x) {  // expm1(x)/x
+  return std::abs(x) > 1e-8 ? std::expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
+}
+
+struct zipf_math {
+  double q;  // exponent
+  double h(double x) const { return std::exp(-q * std::log(x)); }
+  double h_integral(double x) const {
+    double log_x = std::log(x);
+    return helper2((1.0 - q) * log_x) * log_x;
+  }
+  double h_integral_inverse(double x) const {
+    double t = x * (1.0 - q);
+    if (t < -1.0) t = -1.0;
+    return std::exp(helper1(t) * x);
+  }
+};
+
+}  // namespace
+
+synthetic_generator::synthetic_generator(const synthetic_options& options) : options_(options) {
+  assert(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
+  assert(options.ids_per_sample > 0 && options.dense_features >= 0 && options.teacher_latent_dim > 0);
+  zipf_math z{options.zipf_exponent};
+  h_integral_x1_ = z.h_integral(1.5) - 1.0;
+  h_integral_n_ = z.h_integral(static_cast<double>(options.vocab) + 0.5);
+  s_ = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+  double slots = options.slots, pairs = slots * (slots - 1.0) / 2.0;
+  id_scale_ = options.teacher_id_std / std::sqrt(slots);
+  pair_scale_ = pairs > 0 ? options.teacher_pair_std / std::sqrt(pairs * options.teacher_latent_dim) : 0.0;
+  dense_scale_ = options.dense_features > 0
+                     ? options.teacher_dense_std / std::sqrt(double(options.dense_features))
+                     : 0.0;
+}
+
+uint64_t synthetic_generator::sample_rank(uint64_t& rng) const {
+  zipf_math z{options_.zipf_exponent};
+  double n = static_cast<double>(options_.vocab);
+  for (;;) {
+    double u = h_integral_n_ + next_unit(rng) * (h_integral_x1_ - h_integral_n_);
+    double x = z.h_integral_inverse(u);
+    double k = std::floor(x + 0.5);
+    if (k < 1.0) k = 1.0;
+    if (k > n) k = n;
+    if (k - x <= s_ || u >= z.h_integral(k + 0.5) - z.h(k)) return static_cast<uint64_t>(k);
+  }
+}
+
+double synthetic_generator::id_effect(uint64_t id) const {
+  return hash_unit_var(mix64(id ^ mix64(options_.seed ^ 0x1d8e4e27c47d124fULL)));
+}
+
+void synthetic_generator::id_latent(uint64_t id, double* out) const {
+  uint64_t base = mix64(id ^ mix64(options_.seed ^ 0x7a3f2b1c9d0e5a61ULL));
+  for (int k = 0; k < options_.teacher_latent_dim; ++k)
+    out[k] = hash_unit_var(mix64(base + static_cast<uint64_t>(k + 1) * golden));
+}
+
+batch synthetic_generator::make_batch(data_split split, int64_t index, int batch_size) const {
+  assert(index >= 0 && batch_size > 0);
+  const int slots = options_.slots, per = options_.ids_per_sample, features = options_.dense_features;
+  const int latent = options_.teacher_latent_dim;
+  batch b;
+  b.index = index;
+  b.size = batch_size;
+  b.slots = slots;
+  b.dense_features = features;
+  b.offsets.resize(static_cast<size_t>(batch_size) * slots + 1);
+  b.ids.resize(static_cast<size_t>(batch_size) * slots * per);
+  b.dense.resize(static_cast<size_t>(batch_size) * features);
+  b.labels.resize(batch_size);
+  b.probs.resize(batch_size);
+  for (size_t k = 0; k < b.offsets.size(); ++k) b.offsets[k] = static_cast<uint32_t>(k * per);
+
+  const uint64_t stream = mix64(options_.seed * golden + (split == data_split::train ? 0x51ed27 : 0x7e57));
+  std::vector<uint64_t> slot_salt(slots);
+  for (int s = 0; s < slots; ++s) slot_salt[s] = mix64(options_.seed ^ mix64(s + 0x3c6ef372fe94f82bULL));
+  std::vector<double> u(static_cast<size_t>(slots) * latent);
+  std::vector<double> beta(features);
+  for (int f = 0; f < features; ++f) beta[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0xbb67ae85ULL)));
+
+  for (int i = 0; i < batch_size; ++i) {
+    uint64_t rng = mix64(stream ^ static_cast<uint64_t>(index * batch_size + i));
+    double logit = options_.teacher_bias, first = 0.0;
+    std::fill(u.begin(), u.end(), 0.0);
+    double latent_buf[64];
+    assert(latent <= 64);
+    for (int s = 0; s < slots; ++s) {
+      double* us = u.data() + static_cast<size_t>(s) * latent;
+      for (int j = 0; j < per; ++j) {
+        uint64_t rank = sample_rank(rng);
+        uint64_t id = slot_id_hash(s, mix64(rank ^ slot_salt[s]));
+        b.ids[(static_cast<size_t>(i) * slots + s) * per + j] = id;
+        first += id_effect(id) / per;
+        id_latent(id, latent_buf);
+        for (int k = 0; k < latent; ++k) us[k] += latent_buf[k] / per;
+      }
+    }
+    logit += id_scale_ * first;
+    double pair = 0.0;
+    for (int s = 0; s < slots; ++s)
+      for (int t = s + 1; t < slots; ++t)
+        for (int k = 0; k < latent; ++k) pair += u[s * latent + k] * u[t * latent + k];
+    logit += pair_scale_ * pair;
+    float* dense = b.dense.data() + static_cast<size_t>(i) * features;
+    for (int f = 0; f < features; f += 2) {  // Box-Muller, two normals per pair of uniforms
+      double r = std::sqrt(-2.0 * std::log(next_unit(rng))), a = 2.0 * std::numbers::pi * next_unit(rng);
+      dense[f] = static_cast<float>(r * std::cos(a));
+      if (f + 1 < features) dense[f + 1] = static_cast<float>(r * std::sin(a));
+    }
+    double d = 0.0;
+    for (int f = 0; f < features; ++f) d += beta[f] * dense[f];
+    logit += dense_scale_ * d;
+    double p = 1.0 / (1.0 + std::exp(-logit));
+    b.probs[i] = static_cast<float>(p);
+    b.labels[i] = next_unit(rng) < p ? 1.0f : 0.0f;
+  }
+  return b;
+}
+
+}  // namespace satrap

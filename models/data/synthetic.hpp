@@ -1,0 +1,56 @@
+// Synthetic click data with a hidden logistic "teacher", so the best possible AUC is known.
+// Threading: synthetic_generator is immutable after construction; make_batch is const and
+// thread-safe, and deterministic in (seed, split, index, batch_size).
+#pragma once
+
+#include <cstdint>
+
+#include "models/data/batch.hpp"
+
+namespace satrap {
+
+enum class data_split { train, test };
+
+// What the data looks like and how the teacher labels it.
+struct synthetic_options {
+  int slots = 8;                   // sparse feature slots per sample
+  uint64_t vocab = 100000;         // distinct ids per slot (may be huge: nothing is stored per id)
+  double zipf_exponent = 1.05;     // id popularity: P(rank r) ~ r^-exponent
+  int ids_per_sample = 1;          // ids per slot per sample (bag size; duplicates possible)
+  int dense_features = 13;         // dense features per sample, each N(0,1)
+  uint64_t seed = 42;              // everything (ids, teacher, labels) follows from this
+  // Teacher: logit = bias + first-order id effects + pairwise slot interactions + dense effects.
+  double teacher_bias = -1.0;      // base logit (sets the click rate)
+  double teacher_id_std = 1.0;     // std of the summed per-id effects (mean over a bag, summed over slots)
+  int teacher_latent_dim = 4;      // size of the teacher's per-id latent vectors
+  double teacher_pair_std = 0.8;   // std of the summed pairwise dot products across slots
+  double teacher_dense_std = 0.6;  // std of the linear dense-feature effect
+};
+
+class synthetic_generator {
+ public:
+  explicit synthetic_generator(const synthetic_options& options);
+
+  // Deterministic in (seed, split, index, batch_size): any loader can make any batch, in any
+  // order, on any thread. Sample i of batch `index` is sample index*batch_size+i of the split.
+  batch make_batch(data_split split, int64_t index, int batch_size) const;
+
+  const synthetic_options& options() const { return options_; }
+
+ private:
+  uint64_t sample_rank(uint64_t& rng) const;  // one Zipf rank in [1, vocab]
+  double id_effect(uint64_t id) const;
+  void id_latent(uint64_t id, double* out) const;
+
+  synthetic_options options_;
+  // Rejection-inversion Zipf sampler constants (Hörmann & Derflinger 1996).
+  double h_integral_x1_ = 0.0;
+  double h_integral_n_ = 0.0;
+  double s_ = 0.0;
+  // Normalisers that turn the teacher_*_std knobs into per-term scales.
+  double id_scale_ = 0.0;
+  double pair_scale_ = 0.0;
+  double dense_scale_ = 0.0;
+};
+
+}  // namespace satrap

@@ -1,0 +1,40 @@
+// Optimizers for the flat dense parameter vector: SGD, Adagrad, Adam (with optional L2 decay).
+// Threading: not thread-safe; one owner (it holds per-parameter state).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace satrap {
+
+enum class dense_optimizer_kind { sgd, adagrad, adam };
+
+// Dense optimizer settings. weight_decay is classic L2: g += weight_decay * w before the step.
+struct dense_optimizer_options {
+  dense_optimizer_kind kind = dense_optimizer_kind::adam;  // which update rule
+  float learning_rate = 0.001f;                            // step size
+  float eps = 1e-8f;                                       // denominator guard (Adagrad, Adam)
+  float beta1 = 0.9f;                                      // Adam first-moment decay
+  float beta2 = 0.999f;                                    // Adam second-moment decay
+  float weight_decay = 0.0f;                               // L2 coefficient
+};
+
+class dense_optimizer {
+ public:
+  dense_optimizer(const dense_optimizer_options& options, size_t params);
+  // One step: sgd: w -= lr*g; adagrad: acc += g*g, w -= lr*g/(sqrt(acc)+eps);
+  // adam: bias-corrected m, v; w -= lr*mhat/(sqrt(vhat)+eps).
+  void step(std::span<float> params, std::span<const float> grads);
+
+  const dense_optimizer_options& options() const { return options_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  dense_optimizer_options options_;
+  std::vector<float> m_;  // Adagrad accumulator or Adam first moment
+  std::vector<float> v_;  // Adam second moment
+  int64_t steps_ = 0;
+};
+
+}  // namespace satrap

@@ -1,0 +1,42 @@
+// A multi-layer perceptron (linear layers, ReLU between them) over a slice of a flat param vector.
+// Threading: an mlp owns activation scratch: not thread-safe, one owner.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace satrap {
+
+class mlp {
+ public:
+  // in -> sizes[0] -> ... -> sizes.back(); ReLU after every layer but the last, and after the
+  // last too when relu_last.
+  mlp(int in, std::vector<int> sizes, bool relu_last);
+
+  size_t param_count() const { return param_count_; }
+  int in() const { return in_; }
+  int out() const { return sizes_.back(); }
+
+  // PyTorch nn.Linear init: W and b uniform(+-1/sqrt(fan_in)), deterministic in seed.
+  void init(float* params, uint64_t seed) const;
+
+  // Returns the output [batch x out()], valid until the next forward.
+  const float* forward(int batch, const float* params, const float* x);
+  // After forward on the same x: grads (param_count()) overwritten; dx [batch x in()] unless null.
+  void backward(int batch, const float* params, const float* dy, float* grads, float* dx);
+
+ private:
+  size_t weight_offset(size_t layer) const { return offsets_[layer]; }
+
+  int in_;
+  std::vector<int> sizes_;
+  bool relu_last_;
+  std::vector<size_t> offsets_;  // per layer: W at offsets_[l], b right after it
+  size_t param_count_ = 0;
+  const float* x_ = nullptr;                  // the last forward's input
+  std::vector<std::vector<float>> outputs_;   // per layer, post-activation
+  std::vector<float> delta_a_, delta_b_;      // backward scratch
+};
+
+}  // namespace satrap

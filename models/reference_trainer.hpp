@@ -1,0 +1,41 @@
+// The plain single-threaded training loop the actor pipeline must reproduce exactly (staleness 0).
+// Threading: reference_train is self-contained; call it from any one thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/data/synthetic.hpp"
+#include "models/dense/dense_optimizer.hpp"
+#include "models/dense/dlrm.hpp"
+#include "models/embedding/embedding_table.hpp"
+#include "models/embedding/pooling.hpp"
+
+namespace satrap {
+
+// A whole reference run. The defaults are the tuned defaults of `satrap train`.
+struct reference_options {
+  dlrm_config model;                  // dense model shape (slots/dense_features must match the data)
+  embedding_options embedding;        // embedding table + sparse optimizer (dim must match model.dim)
+  dense_optimizer_options dense;      // dense optimizer
+  pooling pool = pooling::sum;        // bag pooling
+  int batch_size = 512;               // samples per train/test batch
+  int64_t train_batches = 4000;       // train batches, split train, index 0..n-1
+  int64_t test_batches = 200;         // test batches, split test, index 0..n-1
+  uint64_t seed = 7;                  // dense model init
+};
+
+struct reference_result {
+  std::vector<double> batch_losses;  // mean loss per train batch
+  double test_auc = 0.0;
+  double test_logloss = 0.0;
+  double oracle_auc = 0.0;           // AUC of the teacher's probs on the test set
+  double samples_per_sec = 0.0;      // train samples / train wall time (data generation included)
+};
+
+// Per train batch: dedup_ids -> table.lookup(unique) -> pool_forward -> forward_backward
+// (loss_scale = 1/batch_size) -> dense step -> pool_backward into zeroed grad_unique ->
+// table.update(unique, grad_unique). Then forward on the test batches.
+reference_result reference_train(const synthetic_generator& data, const reference_options& options);
+
+}  // namespace satrap

@@ -1,0 +1,25 @@
+// The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
+// in this one process; the cluster subcommands come with the cluster runtime.
+#include "runtime/cli/train_command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#ifndef SATRAP_VERSION
+#define SATRAP_VERSION "0.1.0"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
+               "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
+               "dense network synchronously on data-parallel trainers (after PERSIA)."};
+  app.set_version_flag("--version", SATRAP_VERSION);
+  app.require_subcommand(1);
+  satrap::train_command train;
+  train.add_to(app);
+  CLI11_PARSE(app, argc, argv);
+  if (train.parsed())
+    return train.run();
+  return 0;
+}

@@ -1,0 +1,146 @@
+#include "runtime/cli/train_command.hpp"
+
+#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <cblas.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+namespace satrap {
+
+void train_command::add_to(CLI::App& app) {
+  sub_ = app.add_subcommand("train", "Train one job embedded in this process, then evaluate it "
+                                     "on held-out data.\nWith no options: the default DLRM on the "
+                                     "default synthetic data (about two minutes on 2 cores).");
+  sub_->add_option("--job", job_file_, "YAML job file (sections name, model, data, training, "
+                                       "placement, checkpoint); flags override it")
+    ->check(CLI::ExistingFile);
+  sub_->add_flag("--json", json_, "end with one JSON line of the results");
+  sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
+  sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
+    ->capture_default_str();
+  sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
+    ->capture_default_str();
+  auto defaults = job_spec_defaults();
+  for (auto& f : job_fields()) {
+    if (f.flag.empty())
+      continue;
+    auto* opt = sub_->add_option("--" + f.flag, flag_values_[f.key],
+                                 f.help + " [" + f.key + ", default " + f.get(defaults) + "]");
+    opt->group("Job (override the job file)");
+    flag_options_[f.key] = opt;
+  }
+}
+
+namespace {
+
+// One line, rewritten in place, while a terminal watches.
+void show_progress(const job_progress& p) {
+  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
+               static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
+               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc);
+  std::fflush(stderr);
+}
+
+void print_result(const job_spec& spec, const job_result& r, bool json) {
+  std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",
+              spec.name.c_str(), static_cast<long long>(r.samples), r.train_seconds,
+              r.samples_per_sec, static_cast<long long>(r.embedding_rows));
+  std::printf("test: auc %.4f  oracle auc %.4f  (gap %.4f)  logloss %.4f  on %lld samples\n",
+              r.test_auc, r.oracle_auc, r.oracle_auc - r.test_auc, r.test_logloss,
+              static_cast<long long>(r.test_samples));
+  if (!json)
+    return;
+  nlohmann::json j = {
+    {"job", spec.name},
+    {"test_auc", r.test_auc},
+    {"oracle_auc", std::isnan(r.oracle_auc) ? nlohmann::json() : nlohmann::json(r.oracle_auc)},
+    {"test_logloss", r.test_logloss},
+    {"samples", r.samples},
+    {"test_samples", r.test_samples},
+    {"train_seconds", r.train_seconds},
+    {"samples_per_sec", r.samples_per_sec},
+    {"final_train_loss", r.step_losses.empty() ? 0.0 : r.step_losses.back()},
+    {"embedding_rows", r.embedding_rows},
+    {"staleness", spec.training.staleness},
+    {"trainers", spec.placement.trainers},
+    {"shards", spec.placement.shards},
+  };
+  std::printf("%s\n", j.dump().c_str());
+}
+
+}  // namespace
+
+int train_command::run() {
+  if (!log_setup(log_level_)) {
+    std::cerr << "satrap train: --log-level: expected trace, debug, info, warn, error or off, got '"
+              << log_level_ << "'\n";
+    return 2;
+  }
+  auto spec = job_spec_defaults();
+  if (!job_file_.empty())
+    if (auto err = job_spec_load_file(job_file_, spec)) {
+      std::cerr << "satrap train: " << error_text(err) << "\n";
+      return 2;
+    }
+  for (auto& f : job_fields()) {
+    auto it = flag_options_.find(f.key);
+    if (it == flag_options_.end() || it->second->count() == 0)
+      continue;
+    auto want = f.set(spec, flag_values_[f.key]);
+    if (!want.empty()) {
+      std::cerr << "satrap train: --" << f.flag << ": expected " << want << ", got '"
+                << flag_values_[f.key] << "'\n";
+      return 2;
+    }
+  }
+  if (auto err = job_spec_finalize(spec)) {
+    std::cerr << "satrap train: " << error_text(err) << "\n";
+    return 2;
+  }
+  if (print_spec_) {
+    std::cout << job_spec_to_yaml(spec);
+    return 0;
+  }
+  // The actors are the parallelism; BLAS inside one actor must not spawn threads of its own.
+  openblas_set_num_threads(1);
+  satrap_config cfg;
+  auto threads = threads_ > 0 ? threads_ : static_cast<int>(std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", std::max(threads, 1));
+  caf::actor_system sys{cfg};
+  job_supervisor_config jc;
+  jc.spec = spec;
+  bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty)
+    jc.observer = show_progress;
+  auto sup = spawn_job_supervisor(sys, jc);
+  caf::scoped_actor self{sys};
+  int status = 0;
+  self->request(sup, caf::infinite, run_atom::value)
+    .receive(
+      [&](job_result& r) {
+        if (tty)
+          std::fprintf(stderr, "\n");
+        print_result(spec, r, json_);
+      },
+      [&](caf::error& e) {
+        if (tty)
+          std::fprintf(stderr, "\n");
+        std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
+        status = 1;
+      });
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  return status;
+}
+
+}  // namespace satrap

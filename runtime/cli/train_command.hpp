@@ -1,0 +1,30 @@
+// `satrap train`: one job, embedded in this process (every role an actor in one CAF system).
+#pragma once
+
+#include "runtime/job_spec.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+#include <string>
+
+namespace satrap {
+
+class train_command {
+ public:
+  void add_to(CLI::App& app);
+  bool parsed() const { return sub_ && sub_->parsed(); }
+  int run();  // exit status
+
+ private:
+  CLI::App* sub_ = nullptr;
+  std::string job_file_;
+  bool json_ = false;
+  bool print_spec_ = false;
+  std::string log_level_ = "warn";
+  int threads_ = 0;
+  std::map<std::string, std::string> flag_values_;  // job key -> flag text
+  std::map<std::string, CLI::Option*> flag_options_;
+};
+
+}  // namespace satrap

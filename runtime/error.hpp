@@ -1,0 +1,33 @@
+// satrap's one error enum. Expected failures (bad input, a peer that did not answer) travel as
+// caf::error values with category "satrap" and a human-readable context string; bugs assert.
+// Add a code only when a caller reacts to it differently.
+#pragma once
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/make_message.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace satrap {
+
+enum class errc : uint8_t {
+  ok = 0,
+  invalid_config,    // a job file, flag or manifest is wrong: the message names key and expectation
+  io_failure,        // a file could not be read or written
+  peer_failure,      // an actor did not answer or answered with an error
+  invalid_payload,   // a bulk message did not decode or had the wrong shape
+};
+
+const char* to_string(errc x);
+
+inline caf::error make_error(errc x, std::string context) {
+  return caf::error(static_cast<uint8_t>(x), caf::atom("satrap"),
+                    caf::make_message(std::move(context)));
+}
+
+// Text for a user: the satrap context string when there is one, else CAF's rendering.
+std::string error_text(const caf::error& e);
+
+}  // namespace satrap

@@ -1,0 +1,343 @@
+#include "runtime/job_spec.hpp"
+
+#include "models/reference_trainer.hpp"
+#include "runtime/error.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace satrap {
+
+job_spec job_spec_defaults() {
+  job_spec s;
+  reference_options ref;
+  s.model.dlrm = ref.model;
+  s.model.pool = ref.pool;
+  s.model.dense = ref.dense;
+  s.model.embedding = ref.embedding;
+  s.training.batch_size = ref.batch_size;
+  s.training.train_batches = ref.train_batches;
+  s.training.test_batches = ref.test_batches;
+  s.training.seed = ref.seed;
+  return s;
+}
+
+namespace {
+
+// ---- value parsers: "" on success, else what was expected -----------------------------------
+
+template <class T>
+std::string parse_int(const std::string& text, T& out, T lo, T hi) {
+  T v{};
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || v < lo || v > hi)
+    return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  out = v;
+  return "";
+}
+
+template <class T>
+std::string parse_real(const std::string& text, T& out, double lo, double hi) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::ostringstream want;
+  want << "a number in [" << lo << ", " << hi << "]";
+  if (text.empty() || end != text.c_str() + text.size() || !(v >= lo && v <= hi))
+    return want.str();
+  out = static_cast<T>(v);
+  return "";
+}
+
+std::string parse_sizes(const std::string& text, std::vector<int>& out) {
+  std::vector<int> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int x = 0;
+    if (!parse_int(item, x, 1, 1 << 16).empty())
+      return "a list of layer sizes in [1, 65536], e.g. [64, 32]";
+    v.push_back(x);
+  }
+  out = std::move(v);
+  return "";
+}
+
+template <class E>
+std::string parse_enum(const std::string& text, E& out,
+                       std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string want = "one of";
+  for (auto& [name, value] : choices) {
+    if (text == name) {
+      out = value;
+      return "";
+    }
+    want += std::string(" ") + name;
+  }
+  return want;
+}
+
+template <class E>
+std::string show_enum(E value, std::initializer_list<std::pair<const char*, E>> choices) {
+  for (auto& [name, v] : choices)
+    if (v == value)
+      return name;
+  return "?";
+}
+
+std::string show_sizes(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+template <class T>
+std::string show(T x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+#define SATRAP_INT_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)                                        \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP,                                                                             \
+      [](job_spec& s, const std::string& t) {                                                    \
+        return parse_int<decltype(s.MEMBER)>(t, s.MEMBER, LO, HI);                               \
+      },                                                                                         \
+      [](const job_spec& s) { return std::to_string(s.MEMBER); }                                \
+  }
+#define SATRAP_REAL_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)                                       \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP,                                                                             \
+      [](job_spec& s, const std::string& t) { return parse_real(t, s.MEMBER, LO, HI); },        \
+      [](const job_spec& s) { return show(s.MEMBER); }                                          \
+  }
+#define SATRAP_ENUM_FIELD(KEY, FLAG, HELP, MEMBER, ...)                                          \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP,                                                                             \
+      [](job_spec& s, const std::string& t) { return parse_enum(t, s.MEMBER, {__VA_ARGS__}); },  \
+      [](const job_spec& s) { return show_enum(s.MEMBER, {__VA_ARGS__}); }                       \
+  }
+#define SATRAP_STRING_FIELD(KEY, FLAG, HELP, MEMBER)                                             \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP,                                                                             \
+      [](job_spec& s, const std::string& t) {                                                    \
+        s.MEMBER = t;                                                                            \
+        return std::string{};                                                                    \
+      },                                                                                         \
+      [](const job_spec& s) { return s.MEMBER; }                                                \
+  }
+#define SATRAP_SIZES_FIELD(KEY, FLAG, HELP, MEMBER)                                              \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP, [](job_spec& s, const std::string& t) { return parse_sizes(t, s.MEMBER); }, \
+      [](const job_spec& s) { return show_sizes(s.MEMBER); }                                    \
+  }
+
+using dok = dense_optimizer_kind;
+using sok = sparse_optimizer_kind;
+constexpr int32_t i32max = std::numeric_limits<int32_t>::max();
+constexpr int64_t i64max = std::numeric_limits<int64_t>::max();
+constexpr uint64_t u64max = std::numeric_limits<uint64_t>::max();
+
+std::vector<job_field> make_fields() {
+  return {
+    SATRAP_STRING_FIELD("name", "name", "job name", name),
+    SATRAP_ENUM_FIELD("model.type", "model", "dense model", model.type,
+                      std::pair<const char*, std::string>{"dlrm", "dlrm"}),
+    SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.dlrm.dim, 1, 4096),
+    SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.dlrm.bottom),
+    SATRAP_SIZES_FIELD("model.top", "top", "top MLP hidden sizes", model.dlrm.top),
+    SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
+                      {"sum", pooling::sum}, {"mean", pooling::mean}),
+    SATRAP_ENUM_FIELD("model.dense_optimizer.kind", "dense-optimizer", "dense optimizer",
+                      model.dense.kind, {"sgd", dok::sgd}, {"adagrad", dok::adagrad}, {"adam", dok::adam}),
+    SATRAP_REAL_FIELD("model.dense_optimizer.learning_rate", "dense-lr", "dense learning rate",
+                      model.dense.learning_rate, 0.0, 100.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.weight_decay", "", "dense L2 coefficient",
+                      model.dense.weight_decay, 0.0, 100.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.eps", "", "dense optimizer denominator guard",
+                      model.dense.eps, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.beta1", "", "Adam first-moment decay",
+                      model.dense.beta1, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.beta2", "", "Adam second-moment decay",
+                      model.dense.beta2, 0.0, 1.0),
+    SATRAP_ENUM_FIELD("model.embedding.optimizer", "embedding-optimizer", "sparse optimizer",
+                      model.embedding.optimizer, {"sgd", sok::sgd}, {"adagrad", sok::adagrad}),
+    SATRAP_REAL_FIELD("model.embedding.learning_rate", "embedding-lr", "sparse learning rate",
+                      model.embedding.learning_rate, 0.0, 100.0),
+    SATRAP_REAL_FIELD("model.embedding.initial_accumulator", "", "Adagrad accumulator start",
+                      model.embedding.initial_accumulator, 0.0, 100.0),
+    SATRAP_REAL_FIELD("model.embedding.eps", "", "Adagrad denominator guard",
+                      model.embedding.eps, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.embedding.init_scale", "", "rows start uniform(-s, s)",
+                      model.embedding.init_scale, 0.0, 10.0),
+    SATRAP_ENUM_FIELD("data.source", "source", "where batches come from", data.source,
+                      std::pair<const char*, std::string>{"synthetic", "synthetic"}),
+    SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample", data.synthetic.slots, 1, 1024),
+    SATRAP_INT_FIELD("data.synthetic.vocab", "vocab", "distinct ids per slot", data.synthetic.vocab,
+                     uint64_t{1}, uint64_t{1} << 40),
+    SATRAP_REAL_FIELD("data.synthetic.zipf_exponent", "zipf", "id popularity exponent",
+                      data.synthetic.zipf_exponent, 0.0, 10.0),
+    SATRAP_INT_FIELD("data.synthetic.ids_per_sample", "ids-per-sample", "ids per slot per sample",
+                     data.synthetic.ids_per_sample, 1, 1024),
+    SATRAP_INT_FIELD("data.synthetic.dense_features", "dense-features", "dense features per sample",
+                     data.synthetic.dense_features, 1, 4096),
+    SATRAP_INT_FIELD("data.synthetic.seed", "data-seed", "data and teacher seed", data.synthetic.seed,
+                     uint64_t{0}, u64max),
+    SATRAP_REAL_FIELD("data.synthetic.teacher_bias", "", "teacher base logit",
+                      data.synthetic.teacher_bias, -20.0, 20.0),
+    SATRAP_REAL_FIELD("data.synthetic.teacher_id_std", "", "std of the per-id effects",
+                      data.synthetic.teacher_id_std, 0.0, 20.0),
+    SATRAP_INT_FIELD("data.synthetic.teacher_latent_dim", "", "teacher latent size",
+                     data.synthetic.teacher_latent_dim, 1, 1024),
+    SATRAP_REAL_FIELD("data.synthetic.teacher_pair_std", "", "std of the pairwise effects",
+                      data.synthetic.teacher_pair_std, 0.0, 20.0),
+    SATRAP_REAL_FIELD("data.synthetic.teacher_dense_std", "", "std of the dense effects",
+                      data.synthetic.teacher_dense_std, 0.0, 20.0),
+    SATRAP_INT_FIELD("training.batch_size", "batch-size", "samples per batch (per trainer)",
+                     training.batch_size, 1, 1 << 20),
+    SATRAP_INT_FIELD("training.train_batches", "train-batches", "training batches in all",
+                     training.train_batches, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("training.test_batches", "test-batches", "held-out batches",
+                     training.test_batches, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("training.staleness", "staleness", "K: max missed embedding steps (0 = sync)",
+                     training.staleness, 0, 1024),
+    SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
+    SATRAP_INT_FIELD("training.progress_every", "", "steps between progress reports",
+                     training.progress_every, 1, i32max),
+    SATRAP_INT_FIELD("placement.shards", "shards", "embedding shards", placement.shards, 1, 4096),
+    SATRAP_INT_FIELD("placement.aggregators", "aggregators", "gradient aggregators",
+                     placement.aggregators, 1, 4096),
+    SATRAP_INT_FIELD("placement.loaders", "loaders", "data loaders", placement.loaders, 1, 4096),
+    SATRAP_INT_FIELD("placement.trainers", "trainers", "dense trainer replicas", placement.trainers, 1, 1024),
+    SATRAP_INT_FIELD("placement.partitions", "partitions", "virtual partitions",
+                     placement.partitions, 1, 1 << 24),
+    SATRAP_STRING_FIELD("checkpoint.dir", "", "checkpoint directory (not implemented yet)",
+                        checkpoint.dir),
+    SATRAP_INT_FIELD("checkpoint.every_steps", "", "steps between checkpoints (not implemented yet)",
+                     checkpoint.every_steps, int64_t{0}, i64max),
+  };
+}
+
+const job_field* find_field(const std::string& key) {
+  for (auto& f : job_fields())
+    if (f.key == key)
+      return &f;
+  return nullptr;
+}
+
+std::string where(const std::string& origin, const YAML::Mark& m) {
+  return origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+caf::error load_node(const YAML::Node& node, const std::string& prefix, const std::string& origin,
+                     job_spec& spec) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    auto name = YAML::Node(it->first).as<std::string>();
+    auto key = prefix.empty() ? name : prefix + "." + name;
+    YAML::Node value = it->second;
+    YAML::Node key_node = it->first;
+    auto* field = find_field(key);
+    if (value.IsMap() && !field) {
+      if (auto err = load_node(value, key, origin, spec))
+        return err;
+      continue;
+    }
+    if (!field)
+      return make_error(errc::invalid_config, where(origin, key_node.Mark()) + ": unknown key '"
+                                                + key + "'");
+    std::string text;
+    if (value.IsScalar())
+      text = value.Scalar();
+    else if (value.IsSequence())
+      for (size_t i = 0; i < value.size(); ++i)
+        text += (i ? "," : "") + (value[i].IsScalar() ? value[i].Scalar() : std::string("?"));
+    auto want = field->set(spec, text);
+    if (!want.empty())
+      return make_error(errc::invalid_config, where(origin, value.Mark()) + ": " + key
+                                                + ": expected " + want + ", got '" + text + "'");
+  }
+  return caf::none;
+}
+
+}  // namespace
+
+const std::vector<job_field>& job_fields() {
+  static const std::vector<job_field> fields = make_fields();
+  return fields;
+}
+
+caf::error job_spec_load_text(const std::string& text, const std::string& origin, job_spec& spec) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return make_error(errc::invalid_config,
+                      where(origin, e.mark) + ": not valid YAML: " + e.msg);
+  }
+  if (root.IsNull())
+    return caf::none;
+  if (!root.IsMap())
+    return make_error(errc::invalid_config,
+                      where(origin, root.Mark()) + ": expected a map of sections "
+                                                   "(name, model, data, training, placement, checkpoint)");
+  try {
+    return load_node(root, "", origin, spec);
+  } catch (const YAML::Exception& e) {
+    return make_error(errc::invalid_config, where(origin, e.mark) + ": " + e.msg);
+  }
+}
+
+caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
+  std::ifstream in(path);
+  if (!in)
+    return make_error(errc::io_failure, path + ": cannot open job file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return job_spec_load_text(ss.str(), path, spec);
+}
+
+caf::error job_spec_finalize(job_spec& spec) {
+  auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
+  spec.model.dlrm.slots = spec.data.synthetic.slots;
+  spec.model.dlrm.dense_features = spec.data.synthetic.dense_features;
+  spec.model.embedding.dim = spec.model.dlrm.dim;
+  auto& p = spec.placement;
+  if (p.partitions < p.shards)
+    return bad("placement.partitions: expected at least placement.shards ("
+               + std::to_string(p.shards) + "), got " + std::to_string(p.partitions));
+  if (spec.training.train_batches % p.trainers != 0)
+    return bad("training.train_batches: expected a multiple of placement.trainers ("
+               + std::to_string(p.trainers) + "), got "
+               + std::to_string(spec.training.train_batches));
+  if (!spec.checkpoint.dir.empty() || spec.checkpoint.every_steps != 0)
+    return bad("checkpoint: checkpoints are not implemented yet; leave checkpoint.dir empty and "
+               "checkpoint.every_steps 0");
+  if (spec.model.dlrm.bottom.empty() && spec.data.synthetic.dense_features != spec.model.dlrm.dim)
+    return bad("model.bottom: expected at least one layer");
+  return caf::none;
+}
+
+std::string job_spec_to_yaml(const job_spec& spec) {
+  std::string out;
+  std::string section;
+  for (auto& f : job_fields()) {
+    auto dot = f.key.find('.');
+    auto top = dot == std::string::npos ? std::string{} : f.key.substr(0, dot);
+    auto rest = dot == std::string::npos ? f.key : f.key.substr(dot + 1);
+    if (top != section && !top.empty())
+      out += top + ":\n";
+    section = top;
+    auto value = f.get(spec);
+    if (f.key == "model.bottom" || f.key == "model.top")
+      value = "[" + value + "]";
+    out += (top.empty() ? "" : "  ") + rest + ": " + (value.empty() ? "\"\"" : value) + "\n";
+  }
+  return out;
+}
+
+}  // namespace satrap

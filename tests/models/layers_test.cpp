@@ -1,0 +1,175 @@
+// Finite-difference gradient checks for the dense layers and the whole DLRM.
+#include <doctest/doctest.h>
+
+#include "models/dense/bce.hpp"
+#include "models/dense/dlrm.hpp"
+#include "models/dense/interaction.hpp"
+#include "models/dense/linear.hpp"
+#include "models/dense/mlp.hpp"
+#include "models/dense/relu.hpp"
+#include "grad_check.hpp"
+
+using namespace satrap;
+using namespace satrap::testing;
+
+TEST_CASE("linear forward matches a hand loop and its gradients match finite differences") {
+  const int batch = 3, in = 4, out = 5;
+  auto x = random_vector(batch * in, 1), w = random_vector(out * in, 2), b = random_vector(out, 3);
+  auto r = random_vector(batch * out, 4);
+  std::vector<float> y(batch * out);
+  linear_forward(batch, in, out, x.data(), w.data(), b.data(), y.data());
+  for (int s = 0; s < batch; ++s)
+    for (int o = 0; o < out; ++o) {
+      double want = b[o];
+      for (int i = 0; i < in; ++i) want += double(x[s * in + i]) * w[o * in + i];
+      CHECK(y[s * out + o] == doctest::Approx(want).epsilon(1e-5));
+    }
+  std::vector<float> dx(batch * in), dw(out * in), db(out);
+  linear_backward(batch, in, out, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+  auto loss = [&] {
+    linear_forward(batch, in, out, x.data(), w.data(), b.data(), y.data());
+    return weighted_sum(y, r);
+  };
+  check_gradient(loss, x, dx, 1e-2f, 1e-4, 1e-3);
+  check_gradient(loss, w, dw, 1e-2f, 1e-4, 1e-3);
+  check_gradient(loss, b, db, 1e-2f, 1e-4, 1e-3);
+}
+
+TEST_CASE("relu gradient matches finite differences away from the kink") {
+  std::vector<float> x = {-1.5f, -0.3f, 0.2f, 0.9f, 2.0f, -0.7f};
+  auto r = random_vector(x.size(), 5);
+  std::vector<float> y(x.size()), dx(x.size());
+  relu_forward(x.size(), x.data(), y.data());
+  CHECK(y[0] == 0.0f);
+  CHECK(y[3] == 0.9f);
+  relu_backward(x.size(), y.data(), r.data(), dx.data());
+  auto loss = [&] {
+    relu_forward(x.size(), x.data(), y.data());
+    return weighted_sum(y, r);
+  };
+  check_gradient(loss, x, dx, 1e-2f, 1e-5, 1e-3);
+}
+
+TEST_CASE("mlp gradients w.r.t. params and input match finite differences") {
+  for (bool relu_last : {false, true}) {
+    mlp net(4, {6, 5, 3}, relu_last);
+    const int batch = 5;
+    std::vector<float> params(net.param_count());
+    net.init(params.data(), 11);
+    auto x = random_vector(batch * 4, 12, 2.0f), r = random_vector(batch * 3, 13);
+    std::vector<float> out;
+    auto loss = [&] {
+      const float* y = net.forward(batch, params.data(), x.data());
+      out.assign(y, y + batch * 3);
+      return weighted_sum(out, r);
+    };
+    loss();
+    std::vector<float> grads(net.param_count()), dx(batch * 4);
+    net.backward(batch, params.data(), r.data(), grads.data(), dx.data());
+    check_gradient(loss, params, grads, 1e-3f, 2e-4, 1e-2);
+    check_gradient(loss, x, dx, 1e-3f, 2e-4, 1e-2);
+  }
+}
+
+TEST_CASE("mlp init is PyTorch-like and deterministic in the seed") {
+  mlp net(9, {4}, false);
+  std::vector<float> a(net.param_count()), b(net.param_count()), c(net.param_count());
+  net.init(a.data(), 1);
+  net.init(b.data(), 1);
+  net.init(c.data(), 2);
+  CHECK(a == b);
+  CHECK(a != c);
+  for (float v : a) CHECK(std::abs(v) <= 1.0f / 3.0f);  // 1/sqrt(fan_in = 9)
+}
+
+TEST_CASE("interaction output layout and gradients match finite differences") {
+  const int batch = 2, slots = 3, dim = 4;
+  CHECK(interaction_output_size(slots, dim) == dim + 6);
+  auto x = random_vector(batch * dim, 21), emb = random_vector(batch * slots * dim, 22);
+  int width = interaction_output_size(slots, dim);
+  std::vector<float> out(batch * width);
+  interaction_forward(batch, slots, dim, x.data(), emb.data(), out.data());
+  // Sample 1, dot (0,1) = <x_1, e_1,1>, the first dot after the copied x.
+  double want = 0.0;
+  for (int d = 0; d < dim; ++d) want += double(x[dim + d]) * emb[slots * dim + d];
+  CHECK(out[width + dim] == doctest::Approx(want).epsilon(1e-5));
+  CHECK(out[width + 1] == x[dim + 1]);
+  auto r = random_vector(batch * width, 23);
+  std::vector<float> dx(batch * dim), demb(batch * slots * dim);
+  interaction_backward(batch, slots, dim, x.data(), emb.data(), r.data(), dx.data(), demb.data());
+  auto loss = [&] {
+    interaction_forward(batch, slots, dim, x.data(), emb.data(), out.data());
+    return weighted_sum(out, r);
+  };
+  check_gradient(loss, x, dx, 1e-2f, 1e-4, 1e-3);
+  check_gradient(loss, emb, demb, 1e-2f, 1e-4, 1e-3);
+}
+
+TEST_CASE("bce with logits: values, stability and gradient") {
+  std::vector<float> z = {0.0f, 2.0f, -3.0f, 100.0f, -100.0f}, y = {1, 0, 0, 1, 1};
+  std::vector<float> dz(z.size());
+  double total = bce_with_logits(int(z.size()), z.data(), y.data(), 0.5f, dz.data());
+  // log 2 + (2 + log(1+e^-2)) + log(1+e^-3) + ~0 + 100
+  double want = std::log(2.0) + 2.0 + std::log1p(std::exp(-2.0)) + std::log1p(std::exp(-3.0)) +
+                std::log1p(std::exp(-100.0)) + 100.0;
+  CHECK(total == doctest::Approx(want).epsilon(1e-9));
+  CHECK(dz[0] == doctest::Approx(0.5 * (0.5 - 1.0)));
+  CHECK(dz[4] == doctest::Approx(-0.5));
+  std::vector<float> zz = {0.3f, -1.2f, 2.5f}, yy = {1, 0, 1}, dd(3);
+  bce_with_logits(3, zz.data(), yy.data(), 1.0f, dd.data());
+  auto loss = [&] { return bce_with_logits(3, zz.data(), yy.data(), 1.0f, nullptr); };
+  check_gradient(loss, zz, dd, 1e-3f, 1e-4, 1e-3);
+}
+
+TEST_CASE("dlrm forward_backward: param grads and pooled_grad match finite differences") {
+  dlrm_config config;
+  config.dense_features = 3;
+  config.slots = 3;
+  config.dim = 4;
+  config.bottom = {5};
+  config.top = {6};
+  auto model = make_dlrm(config, 3);
+  const int batch = 4;
+  const float scale = 0.25f;
+  auto dense = random_vector(batch * 3, 31, 1.5f), pooled = random_vector(batch * 3 * 4, 32, 1.0f);
+  std::vector<float> labels = {1, 0, 0, 1}, logits(batch), pooled_grad(pooled.size());
+  double loss0 = model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
+                                         logits.data(), pooled_grad.data());
+  std::vector<float> forward_logits(batch);
+  model->forward(batch, dense.data(), pooled.data(), forward_logits.data());
+  CHECK(forward_logits == logits);
+  std::vector<float> unused_logits(batch), unused_grad(pooled.size());
+  auto loss = [&] {
+    return scale * model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
+                                           unused_logits.data(), unused_grad.data());
+  };
+  CHECK(loss() == doctest::Approx(scale * loss0));
+  model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale, logits.data(),
+                          pooled_grad.data());
+  std::vector<float> grads(model->grads().begin(), model->grads().end());
+  std::vector<float> params(model->params().begin(), model->params().end());
+  auto param_loss = [&] {
+    std::copy(params.begin(), params.end(), model->params().begin());
+    return loss();
+  };
+  check_gradient(param_loss, params, grads, 1e-3f, 2e-4, 2e-2);
+  check_gradient(loss, pooled, pooled_grad, 1e-3f, 2e-4, 2e-2);
+}
+
+TEST_CASE("dlrm grads are overwritten, not accumulated, and init is deterministic") {
+  dlrm_config config;
+  config.dense_features = 2;
+  config.slots = 2;
+  config.dim = 3;
+  config.bottom = {4};
+  config.top = {4};
+  auto a = make_dlrm(config, 9), b = make_dlrm(config, 9);
+  REQUIRE(a->params().size() == b->params().size());
+  CHECK(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
+  auto dense = random_vector(4, 41), pooled = random_vector(2 * 2 * 3, 42);
+  std::vector<float> labels = {1, 0}, logits(2), pg(pooled.size());
+  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(), pg.data());
+  std::vector<float> first(a->grads().begin(), a->grads().end());
+  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(), pg.data());
+  CHECK(std::equal(first.begin(), first.end(), a->grads().begin()));
+}
