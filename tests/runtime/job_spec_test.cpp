@@ -1,0 +1,124 @@
+// The job spec: defaults, YAML files, flag-style overrides, and errors that name key and line.
+#include "runtime/error.hpp"
+#include "runtime/job_spec.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace satrap;
+
+namespace {
+
+std::string load_error(const std::string& yaml) {
+  auto spec = job_spec_defaults();
+  auto err = job_spec_load_text(yaml, "job.yaml", spec);
+  return err ? error_text(err) : std::string{};
+}
+
+const job_field& field(const std::string& key) {
+  for (auto& f : job_fields())
+    if (f.key == key)
+      return f;
+  FAIL("no field " << key);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("a job file sets nested keys in every section") {
+  auto spec = job_spec_defaults();
+  auto err = job_spec_load_text(R"(
+name: tiny
+model:
+  dim: 8
+  bottom: [16, 12]
+  top: [20]
+  pooling: mean
+  dense_optimizer: {kind: adagrad, learning_rate: 0.02}
+  embedding: {optimizer: sgd, learning_rate: 0.5}
+data:
+  synthetic: {slots: 5, vocab: 1000, zipf_exponent: 1.2, seed: 9}
+training: {batch_size: 64, train_batches: 30, test_batches: 3, staleness: 0}
+placement: {shards: 3, aggregators: 2, loaders: 1, trainers: 2, partitions: 64}
+checkpoint: {dir: "", every_steps: 0}
+)",
+                                "job.yaml", spec);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  REQUIRE(!job_spec_finalize(spec));
+  CHECK(spec.name == "tiny");
+  CHECK(spec.model.dlrm.dim == 8);
+  CHECK(spec.model.embedding.dim == 8);
+  CHECK(spec.model.dlrm.bottom == std::vector<int>{16, 12});
+  CHECK(spec.model.dlrm.top == std::vector<int>{20});
+  CHECK(spec.model.pool == pooling::mean);
+  CHECK(spec.model.dense.kind == dense_optimizer_kind::adagrad);
+  CHECK(spec.model.dense.learning_rate == doctest::Approx(0.02));
+  CHECK(spec.model.embedding.optimizer == sparse_optimizer_kind::sgd);
+  CHECK(spec.data.synthetic.slots == 5);
+  CHECK(spec.model.dlrm.slots == 5);
+  CHECK(spec.data.synthetic.vocab == 1000);
+  CHECK(spec.training.staleness == 0);
+  CHECK(spec.placement.trainers == 2);
+  CHECK(spec.placement.partitions == 64);
+}
+
+TEST_CASE("an unknown key is an error naming the key, file and line") {
+  auto e = load_error("training:\n  batch_size: 64\n  stalenes: 3\n");
+  CHECK(e.find("job.yaml:3:") != std::string::npos);
+  CHECK(e.find("unknown key 'training.stalenes'") != std::string::npos);
+  CHECK(load_error("trainig: {staleness: 1}\n").find("unknown key 'trainig.staleness'")
+        != std::string::npos);
+}
+
+TEST_CASE("a bad value names the key, the line and what was expected") {
+  auto e = load_error("placement:\n  shards: many\n");
+  CHECK(e.find("job.yaml:2:") != std::string::npos);
+  CHECK(e.find("placement.shards: expected an integer in [1, 4096], got 'many'")
+        != std::string::npos);
+  CHECK(load_error("placement: {shards: 0}").find("placement.shards") != std::string::npos);
+  CHECK(load_error("model: {pooling: max}").find("expected one of sum mean")
+        != std::string::npos);
+  CHECK(load_error("model: {bottom: [64, -1]}").find("model.bottom: expected a list")
+        != std::string::npos);
+  CHECK(load_error("data: {synthetic: {zipf_exponent: x}}").find("expected a number")
+        != std::string::npos);
+}
+
+TEST_CASE("broken YAML and a non-map document are errors with a position") {
+  CHECK(load_error("training: {staleness: 1\n").find("job.yaml:") != std::string::npos);
+  CHECK(load_error("- just\n- a list\n").find("expected a map of sections") != std::string::npos);
+  CHECK(load_error("").empty());
+}
+
+TEST_CASE("finalize checks what one key cannot") {
+  auto spec = job_spec_defaults();
+  spec.placement.trainers = 3;
+  spec.training.train_batches = 100;
+  auto err = job_spec_finalize(spec);
+  REQUIRE(err);
+  CHECK(error_text(err).find("multiple of placement.trainers") != std::string::npos);
+  spec = job_spec_defaults();
+  spec.checkpoint.dir = "/tmp/x";
+  CHECK(error_text(job_spec_finalize(spec)).find("not implemented yet") != std::string::npos);
+}
+
+TEST_CASE("a flag overrides the file through the same setter") {
+  auto spec = job_spec_defaults();
+  REQUIRE(!job_spec_load_text("training: {staleness: 5}\n", "job.yaml", spec));
+  CHECK(spec.training.staleness == 5);
+  CHECK(field("training.staleness").set(spec, "1").empty());
+  CHECK(spec.training.staleness == 1);
+  CHECK(!field("training.staleness").set(spec, "-1").empty());
+  CHECK(spec.training.staleness == 1);
+}
+
+TEST_CASE("the printed spec loads back to the same spec") {
+  auto spec = job_spec_defaults();
+  spec.name = "round-trip";
+  spec.model.dlrm.top = {48, 24};
+  spec.placement.shards = 7;
+  auto yaml = job_spec_to_yaml(spec);
+  auto back = job_spec_defaults();
+  auto err = job_spec_load_text(yaml, "printed", back);
+  REQUIRE_MESSAGE(!err, error_text(err) << "\n" << yaml);
+  CHECK(job_spec_to_yaml(back) == yaml);
+}
