@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs every Debian package satrap needs, then configures and builds it in ./build.
+# Safe to run again: packages already present are not reinstalled, the build is incremental.
+#
+# usage: ops/setup.sh [--bench] [--build-dir DIR] [-- extra cmake arguments]
+#   --bench   also install what the reference benchmarks need (PyTorch, scikit-learn)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir="$root/build"
+bench=0
+cmake_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bench) bench=1 ;;
+    --build-dir) build_dir=$2; shift ;;
+    --) shift; cmake_args=("$@"); break ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+packages=(build-essential cmake ccache pkg-config git
+          libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
+          libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev)
+if [ "$bench" = 1 ]; then
+  packages+=(python3 python3-torch python3-sklearn python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]}" >/dev/null
+cmake --build "$build_dir" -j "$jobs"
+echo "setup: built $build_dir/bin/satrap"
