@@ -19,9 +19,9 @@ struct reference_options {
   embedding_options embedding;        // embedding table + sparse optimizer (dim must match model.dim)
   dense_optimizer_options dense;      // dense optimizer
   pooling pool = pooling::sum;        // bag pooling
-  int batch_size = 512;               // samples per train/test batch
-  int64_t train_batches = 4000;       // train batches, split train, index 0..n-1
-  int64_t test_batches = 200;         // test batches, split test, index 0..n-1
+  int batch_size = 1024;              // samples per train/test batch
+  int64_t train_batches = 10000;      // train batches, split train, index 0..n-1
+  int64_t test_batches = 100;         // test batches, split test, index 0..n-1
   uint64_t seed = 7;                  // dense model init
 };
 
