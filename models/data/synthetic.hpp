@@ -21,9 +21,9 @@ struct synthetic_options {
   uint64_t seed = 42;              // everything (ids, teacher, labels) follows from this
   // Teacher: logit = bias + first-order id effects + pairwise slot interactions + dense effects.
   double teacher_bias = -1.0;      // base logit (sets the click rate)
-  double teacher_id_std = 1.1;     // std of the summed per-id effects (mean over a bag, summed over slots)
+  double teacher_id_std = 1.15;    // std of the summed per-id effects (mean over a bag, summed over slots)
   int teacher_latent_dim = 4;      // size of the teacher's per-id latent vectors
-  double teacher_pair_std = 0.4;   // std of the summed pairwise dot products across slots
+  double teacher_pair_std = 0.3;   // std of the summed pairwise dot products across slots
   double teacher_dense_std = 0.9;  // std of the linear dense-feature effect
 };
 

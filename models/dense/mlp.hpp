@@ -27,8 +27,6 @@ class mlp {
   void backward(int batch, const float* params, const float* dy, float* grads, float* dx);
 
  private:
-  size_t weight_offset(size_t layer) const { return offsets_[layer]; }
-
   int in_;
   std::vector<int> sizes_;
   bool relu_last_;

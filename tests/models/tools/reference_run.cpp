@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     else if (key == "teacher_id_std") data.teacher_id_std = v;
     else if (key == "teacher_pair_std") data.teacher_pair_std = v;
     else if (key == "teacher_dense_std") data.teacher_dense_std = v;
+    else if (key == "seed") data.seed = static_cast<uint64_t>(v);
     else if (key == "batch_size") o.batch_size = static_cast<int>(v);
     else if (key == "train_batches") o.train_batches = static_cast<int64_t>(v);
     else if (key == "test_batches") o.test_batches = static_cast<int64_t>(v);
