@@ -35,6 +35,7 @@ struct DenseBatch {
 struct LookupRequest {
   batch @0 :Int64;
   ids @1 :Data;           # uint64[n], unique
+  readOnly @2 :Bool;      # evaluation: unseen ids read as their initial row and are not inserted
 }
 
 # embedding_shard -> gradient_aggregator: rows in the order of the request's ids.

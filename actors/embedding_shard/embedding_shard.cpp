@@ -22,7 +22,10 @@ capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
   auto ids = data_view<uint64_t>(req.getIds());
   auto dim = static_cast<size_t>(st.config.embedding.dim);
   st.rows.resize(ids.size() * dim);
-  st.table->lookup(ids, st.rows.data());
+  if (req.getReadOnly())
+    st.table->peek(ids, st.rows.data());
+  else
+    st.table->lookup(ids, st.rows.data());
   st.stats.lookups += static_cast<int64_t>(ids.size());
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::EmbeddingRows>();

@@ -2,7 +2,8 @@
 //
 // Protocol (all payloads are Cap'n Proto messages from schemas/step.capnp):
 //   lookup(LookupRequest)      -> EmbeddingRows, rows in the order of the request's ids;
-//                                 unseen ids get their deterministic initial row.
+//                                 unseen ids get their deterministic initial row (and are
+//                                 inserted, unless the request is read-only: evaluation).
 //   update(EmbeddingGradients) -> number of rows updated; one optimizer step per id.
 //   stats()                    -> shard_stats.
 // Threading: an actor; its store is touched only by its own behaviour.

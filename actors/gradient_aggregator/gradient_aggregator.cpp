@@ -70,11 +70,12 @@ void pool_batch(aggregator_state& st, batch_state& b) {
   b.unique_rows = {};  // rows are not needed for the backward pass
 }
 
-capnp_payload make_lookup(int64_t batch, const std::vector<uint64_t>& unique,
+capnp_payload make_lookup(int64_t batch, bool read_only, const std::vector<uint64_t>& unique,
                           const std::vector<uint32_t>& positions) {
   capnp::MallocMessageBuilder mb;
   auto req = mb.initRoot<schema::LookupRequest>();
   req.setBatch(batch);
+  req.setReadOnly(read_only);
   auto ids = req.initIds(positions.size() * sizeof(uint64_t));
   auto* dst = reinterpret_cast<uint64_t*>(ids.begin());
   for (size_t i = 0; i < positions.size(); ++i)
@@ -126,7 +127,7 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
       continue;
     ++b.lookups_left;
     self->request(st.config.shards[s], st.config.timeout, lookup_atom::value,
-                  make_lookup(b.batch, b.dedup.unique, b.by_shard[s]))
+                  make_lookup(b.batch, b.split != 0, b.dedup.unique, b.by_shard[s]))
       .then([self, key, s](const capnp_payload& rows) { on_rows(self, key, s, rows); },
             [self, key, s](const caf::error& e) {
               auto& st = self->state;

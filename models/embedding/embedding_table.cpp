@@ -41,6 +41,18 @@ void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
   }
 }
 
+void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
+  size_t dim = options_.dim;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    uint32_t row = map_.find(ids[k]);
+    if (row == id_map::npos)
+      embedding_init_row(options_, ids[k], out + k * dim);
+    else
+      std::memcpy(out + k * dim, weights_.data() + static_cast<size_t>(row) * dim,
+                  sizeof(float) * dim);
+  }
+}
+
 void embedding_table::update(std::span<const uint64_t> ids, const float* grads) {
   size_t dim = options_.dim;
   float lr = options_.learning_rate;

@@ -32,6 +32,8 @@ class embedding_table {  // not thread-safe: one owner
 
   // out: ids.size() x dim; unseen ids are inserted with their initial row.
   void lookup(std::span<const uint64_t> ids, float* out);
+  // Like lookup, but never inserts: an unseen id reads as its initial row (evaluation).
+  void peek(std::span<const uint64_t> ids, float* out) const;
   // One optimizer step per id (ids unique; grads already summed), grads: ids.size() x dim.
   // Unseen ids are inserted first.
   void update(std::span<const uint64_t> ids, const float* grads);

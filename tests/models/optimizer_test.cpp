@@ -134,3 +134,22 @@ TEST_CASE("embedding adagrad update follows acc += g^2, w -= lr*g/(sqrt(acc)+eps
   t.lookup(ids, w.data());
   for (int d = 0; d < 2; ++d) CHECK(w[d] == doctest::Approx(want[d]).epsilon(1e-6));
 }
+
+TEST_CASE("embedding peek reads trained rows and initial rows without inserting") {
+  embedding_options o;
+  o.dim = 3;
+  o.optimizer = sparse_optimizer_kind::sgd;
+  o.learning_rate = 1.0f;
+  embedding_table t(o);
+  std::vector<uint64_t> seen = {5};
+  std::vector<float> g = {1.0f, 1.0f, 1.0f}, trained(3);
+  t.update(seen, g.data());
+  t.lookup(seen, trained.data());
+  std::vector<uint64_t> ids = {5, 6};
+  std::vector<float> out(6), init6(3);
+  t.peek(ids, out.data());
+  embedding_init_row(o, 6, init6.data());
+  CHECK(std::equal(trained.begin(), trained.end(), out.begin()));
+  CHECK(std::equal(init6.begin(), init6.end(), out.begin() + 3));
+  CHECK(t.size() == 1);
+}
