@@ -5,11 +5,9 @@
 
 #include <cstdint>
 
-#include "models/data/batch.hpp"
+#include "models/data/batch_source.hpp"
 
 namespace satrap {
-
-enum class data_split { train, test };
 
 // What the data looks like and how the teacher labels it.
 struct synthetic_options {
@@ -27,13 +25,17 @@ struct synthetic_options {
   double teacher_dense_std = 0.9;  // std of the linear dense-feature effect
 };
 
-class synthetic_generator {
+class synthetic_generator final : public batch_source {
  public:
   explicit synthetic_generator(const synthetic_options& options);
 
   // Deterministic in (seed, split, index, batch_size): any loader can make any batch, in any
   // order, on any thread. Sample i of batch `index` is sample index*batch_size+i of the split.
-  batch make_batch(data_split split, int64_t index, int batch_size) const;
+  batch make_batch(data_split split, int64_t index, int batch_size) const override;
+  int64_t samples(data_split) const override { return -1; }
+  int slots() const override { return options_.slots; }
+  int dense_features() const override { return options_.dense_features; }
+  bool has_teacher() const override { return true; }
 
   const synthetic_options& options() const { return options_; }
 

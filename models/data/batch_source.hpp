@@ -1,0 +1,31 @@
+// Where batches come from: the synthetic generator, or a file data set through its binary cache.
+// Threading: implementations are immutable after construction; make_batch is const, thread-safe
+// and deterministic in (split, index, batch_size), so any loader can make any batch, in any
+// order, and a loader's read position is just a batch number (recovery needs nothing else).
+#pragma once
+
+#include <cstdint>
+
+#include "models/data/batch.hpp"
+
+namespace satrap {
+
+enum class data_split { train, test };
+
+class batch_source {
+ public:
+  virtual ~batch_source() = default;
+
+  // Batch `index` of `split`: samples [index*batch_size, (index+1)*batch_size) of that split's
+  // sample stream. A finite test split's last batch may be smaller; the training stream of a
+  // finite data set runs on through its epochs (reshuffled per epoch), so its batches are full.
+  virtual batch make_batch(data_split split, int64_t index, int batch_size) const = 0;
+  // Samples in one pass over the split; -1 when unbounded (synthetic data).
+  virtual int64_t samples(data_split split) const = 0;
+  virtual int slots() const = 0;
+  virtual int dense_features() const = 0;
+  // Whether batches carry the true click probabilities (`batch::probs`), hence an oracle AUC.
+  virtual bool has_teacher() const = 0;
+};
+
+}  // namespace satrap

@@ -1,0 +1,226 @@
+#include "models/data/dataset_cache.hpp"
+
+#include "models/data/chunk_store.hpp"
+#include "models/data/line_reader.hpp"
+#include "models/embedding/id_map.hpp"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+namespace satrap {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What a file's conversion produced.
+struct file_result {
+  std::vector<manifest_chunk> chunks;
+  dataset_stats stats;
+  std::string error;  // fail policy: the first bad line; or an I/O error
+};
+
+std::string options_key(const dataset_convert_options& o) {
+  std::string key = "v";
+  auto add = [&key](const std::string& name, const std::string& value) {
+    key.append(" ").append(name).append("=").append(value);
+  };
+  key.append(std::to_string(dataset_cache_version));
+  add("format", std::to_string(static_cast<int>(o.format.format)));
+  add("slots", std::to_string(o.format.slots));
+  add("chunk", std::to_string(o.chunk_samples));
+  add("on_error", o.on_error == on_error_policy::fail ? "fail" : "skip");
+  add("starts", "");
+  for (auto s : o.format.field_starts)
+    key.append(std::to_string(s)).append(",");
+  for (auto& f : o.files) {
+    struct stat st {};
+    ::stat(f.c_str(), &st);
+    key.append("\n").append(fs::absolute(f).lexically_normal().string());
+    key.append(" ").append(std::to_string(st.st_size)).append(" ");
+    key.append(std::to_string(st.st_mtim.tv_sec)).append(".").append(std::to_string(st.st_mtim.tv_nsec));
+  }
+  return key;
+}
+
+std::string key_folder(const std::string& key) {
+  uint64_t h = 0x2545f4914f6cdd1dULL;
+  for (unsigned char c : key)
+    h = mix64(h ^ c) + 0x9e3779b97f4a7c15ULL;
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(h));
+  return name;
+}
+
+std::string where(const std::string& file, int64_t line, int column) {
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+bool blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+// Converts one file into chunk files <dir>/f<index>-c<n>.chunk.
+file_result convert_file(const dataset_convert_options& o, size_t index, const std::string& dir,
+                         const std::atomic<bool>& stop) {
+  file_result r;
+  const auto& path = o.files[index];
+  line_reader in(path);
+  if (!in.is_open()) {
+    r.error = path + ": cannot open: " + in.error();
+    return r;
+  }
+  chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format));
+  auto flush = [&] {
+    std::string name = "f";
+    name.append(std::to_string(index)).append("-c").append(std::to_string(r.chunks.size()));
+    name.append(".chunk");
+    r.chunks.push_back({name, chunk.samples()});
+    auto err = chunk.write(dir + "/" + name);
+    if (!err.empty() && r.error.empty())
+      r.error = err;
+  };
+  text_sample sample;
+  std::string_view line;
+  while (r.error.empty() && !stop.load(std::memory_order_relaxed) && in.next(line)) {
+    ++r.stats.lines;
+    if (blank(line))
+      continue;
+    auto err = in.truncated()
+                 ? std::optional<parse_error>(parse_error{1, "line_too_long", "a line of at most "
+                                                   + std::to_string(text_line_bytes_max) + " bytes"})
+                 : parse_text_line(line, o.format, sample);
+    if (err) {
+      if (o.on_error == on_error_policy::fail)
+        r.error = where(path, in.line_number(), err->column) + ": " + err->reason + ": expected "
+                  + err->expected;
+      else
+        ++r.stats.skipped[err->reason];
+      continue;
+    }
+    chunk.add(sample);
+    ++r.stats.samples;
+    if (chunk.samples() == o.chunk_samples)
+      flush();
+  }
+  if (r.error.empty() && !in.error().empty())
+    r.error = path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: " + in.error();
+  if (r.error.empty() && chunk.samples() > 0)
+    flush();
+  r.stats.text_bytes = in.bytes();
+  return r;
+}
+
+void merge(dataset_stats& into, const dataset_stats& from) {
+  into.samples += from.samples;
+  into.lines += from.lines;
+  into.text_bytes += from.text_bytes;
+  for (auto& [reason, count] : from.skipped)
+    into.skipped[reason] += count;
+}
+
+// Converts every file with `workers` threads. An error stops every worker; of the errors found,
+// the one of the earliest file is reported.
+std::string convert_all(const dataset_convert_options& o, const std::string& dir,
+                        dataset_manifest& m) {
+  std::vector<file_result> results(o.files.size());
+  std::atomic<bool> stop{false};
+  auto work = [&](size_t first) {
+    for (size_t i = first; i < o.files.size(); i += static_cast<size_t>(o.workers)) {
+      if (stop)
+        return;
+      results[i] = convert_file(o, i, dir, stop);
+      if (!results[i].error.empty())
+        stop = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < o.workers && static_cast<size_t>(w) < o.files.size(); ++w)
+    threads.emplace_back(work, static_cast<size_t>(w));
+  work(0);
+  for (auto& t : threads)
+    t.join();
+  for (auto& r : results) {
+    if (!r.error.empty())
+      return r.error;
+    m.chunks.insert(m.chunks.end(), r.chunks.begin(), r.chunks.end());
+    merge(m.stats, r.stats);
+  }
+  return "";
+}
+
+}  // namespace
+
+dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
+  dataset_cache_result out;
+  if (auto want = text_format_check(o.format); !want.empty()) {
+    out.error = "expected " + want;
+    return out;
+  }
+  if (o.files.empty()) {
+    out.error = "no data files";
+    return out;
+  }
+  dataset_manifest m;
+  m.key = options_key(o);
+  auto dir = (fs::path(o.cache_root) / key_folder(m.key)).string();
+  dataset_manifest old;
+  if (manifest_read(dir, old) && old.key == m.key) {
+    out.dir = dir;
+    out.stats = old.stats;
+    out.reused = true;
+    return out;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    out.error = dir + ": cannot create the cache folder: " + ec.message();
+    return out;
+  }
+  m.slots = text_format_slots(o.format);
+  m.dense_features = text_format_dense_features(o.format);
+  auto start = std::chrono::steady_clock::now();
+  if (auto err = convert_all(o, dir, m); !err.empty()) {
+    out.error = err;
+    return out;
+  }
+  m.stats.parse_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (auto err = manifest_write(dir, m); !err.empty()) {
+    out.error = err;
+    return out;
+  }
+  out.dir = dir;
+  out.stats = m.stats;
+  return out;
+}
+
+std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
+                                           const std::string& base_dir, std::string& error) {
+  std::vector<std::string> files;
+  for (auto& p : patterns) {
+    auto path = fs::path(p);
+    if (path.is_relative() && !base_dir.empty())
+      path = fs::path(base_dir) / path;
+    auto text = path.lexically_normal().string();
+    glob_t g{};
+    int rc = ::glob(text.c_str(), 0, nullptr, &g);
+    if (rc != 0 || g.gl_pathc == 0) {
+      ::globfree(&g);
+      error = text + ": no such data file" + (p != text ? " (from '" + p + "')" : "");
+      return {};
+    }
+    for (size_t i = 0; i < g.gl_pathc; ++i)  // glob sorts its matches
+      files.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+  return files;
+}
+
+}  // namespace satrap

@@ -1,0 +1,56 @@
+// The binary cache of a text data set: converts text files (Criteo, libsvm/libfm, libffm; plain
+// or gzip) once into Cap'n Proto chunk files plus a manifest (schemas/dataset.capnp), so later
+// runs and epochs read binary samples in place instead of parsing text.
+//
+// The cache of a file list lives in <cache_root>/<key>/, where the key hashes the files (absolute
+// path, size, mtime) and every option that changes the samples; a folder whose manifest matches is
+// reused. The files are dealt round-robin to `workers` threads; every file gets its own chunks and
+// the manifest lists them in file order, so the sample order does not depend on the thread count.
+// Bad lines: on_error fail stops at the first one found (earliest file first) with file:line:column, reason
+// and what was expected; skip drops them and counts each reason (kept in the manifest).
+// Threading: dataset_cache_build is a blocking call; it starts and joins its own threads.
+#pragma once
+
+#include "models/data/text_format.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace satrap {
+
+enum class on_error_policy { fail, skip };
+
+struct dataset_convert_options {
+  text_format_options format;                  // line layout and slot mapping
+  std::vector<std::string> files;              // the data set, in order (globs already expanded)
+  on_error_policy on_error = on_error_policy::fail;  // what a bad line does
+  uint32_t chunk_samples = 65536;              // samples per chunk file (the last of a file fewer)
+  int workers = 1;                             // conversion threads (files are dealt round-robin)
+  std::string cache_root;                      // folder of the caches (created when missing)
+};
+
+struct dataset_stats {
+  uint64_t samples = 0;                        // samples kept
+  uint64_t lines = 0;                          // lines read, blank ones included
+  std::map<std::string, uint64_t> skipped;     // lines dropped under on_error skip, by reason
+  double parse_seconds = 0.0;                  // wall time of the text conversion
+  uint64_t text_bytes = 0;                     // uncompressed text bytes parsed
+};
+
+struct dataset_cache_result {
+  std::string dir;        // the cache folder (holds manifest.bin); empty on error
+  dataset_stats stats;    // of the conversion (read back from the manifest when reused)
+  bool reused = false;    // true when a matching cache was found
+  std::string error;      // "" or what went wrong, e.g. "a.libfm:12:7: bad_label: expected ..."
+};
+
+dataset_cache_result dataset_cache_build(const dataset_convert_options& options);
+
+// Expands `patterns` (paths or globs, relative ones against `base_dir` when it is not empty),
+// in order, each glob's matches sorted. A pattern that matches nothing is an error.
+std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
+                                           const std::string& base_dir, std::string& error);
+
+}  // namespace satrap

@@ -1,0 +1,59 @@
+// A batch_source over converted file data sets (see dataset_cache.hpp): the training split from
+// one cache and the test split from another, or the test split held out from the tail of the
+// training cache (as the usual time-ordered Criteo split holds out the last day).
+//
+// Training batch k holds positions [k*B, (k+1)*B) of the training stream: epoch after epoch of
+// the training split, each epoch in its own order. The shuffle is a pure function of (seed,
+// epoch, position): the split is cut into windows of `shuffle_window` samples, the order of the
+// full windows is permuted and the samples are permuted within each window (a random-access
+// shuffle buffer: reads stay within one window at a time, so a larger-than-memory cache is
+// read with locality). The test split is read in order; its last batch may be smaller.
+// Threading: immutable after open; make_batch is const and thread-safe.
+#pragma once
+
+#include "models/data/batch_source.hpp"
+#include "models/data/chunk_store.hpp"
+
+#include <memory>
+#include <string>
+
+namespace satrap {
+
+struct file_source_options {
+  bool shuffle = true;                // reshuffle the training split every epoch
+  int64_t shuffle_window = 1 << 18;   // samples per shuffle window (>= 1)
+  uint64_t seed = 1;                  // shuffle seed
+  double test_fraction = 0.1;         // without a test cache: the tail of the training data held out
+};
+
+class file_source final : public batch_source {
+ public:
+  // `test_dir` may be empty: then the test split is the held-out tail of the training cache.
+  // nullptr and `error` set when a cache cannot be opened or a split would be empty.
+  static std::unique_ptr<file_source> open(const std::string& train_dir,
+                                           const std::string& test_dir,
+                                           const file_source_options& options, std::string& error);
+
+  batch make_batch(data_split split, int64_t index, int batch_size) const override;
+  int64_t samples(data_split split) const override;
+  int slots() const override { return train_->slots(); }
+  int dense_features() const override { return train_->dense_features(); }
+  bool has_teacher() const override { return false; }
+
+  // Where training position p (0 <= p, across epochs) is in the training split; for tests.
+  int64_t train_sample(int64_t position) const;
+
+ private:
+  struct split_view {
+    const chunk_store* store = nullptr;
+    int64_t first = 0;  // first sample of the split in its store
+    int64_t count = 0;
+  };
+  file_source() = default;
+
+  file_source_options options_;
+  std::unique_ptr<chunk_store> train_, test_;
+  split_view train_view_, test_view_;
+};
+
+}  // namespace satrap
