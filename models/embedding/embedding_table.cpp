@@ -1,73 +1,240 @@
 #include "models/embedding/embedding_table.hpp"
 
+#include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <cstring>
 
 namespace satrap {
 
-void embedding_init_row(const embedding_options& options, uint64_t id, float* out) {
-  uint64_t base = mix64(id ^ mix64(options.seed + 0x5851f42d4c957f2dULL));
-  for (int d = 0; d < options.dim; ++d) {
-    uint64_t r = mix64(base + static_cast<uint64_t>(d) * 0x9e3779b97f4a7c15ULL);
-    double u = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
-    out[d] = static_cast<float>((2.0 * u - 1.0) * options.init_scale);
+namespace {
+
+constexpr size_t block_max = 32;  // ids whose slots and rows are prefetched together
+
+size_t slab_rows_for(const embedding_options& o) {
+  size_t rows = size_t{1} << 16;
+  if (o.capacity > 0) rows = std::min<size_t>(rows, (o.capacity + 63) / 64 * 64);
+  return rows;
+}
+
+uint64_t splitmix(uint64_t& state) { return mix64(state += 0x9e3779b97f4a7c15ULL); }
+
+}  // namespace
+
+embedding_table::embedding_table(const embedding_options& options)
+    : options_(options),
+      layout_(row_layout::of(options)),
+      step_(step_params::of(options)),
+      kernels_(&sparse_kernels_select(options.simd)),
+      index_(options.capacity),
+      slabs_(layout_.stride, slab_rows_for(options)),
+      coin_(options.seed ^ 0xa0761d6478bd642fULL),
+      scratch_(static_cast<size_t>(options.dim)) {
+  assert(options.dim > 0 && options.capacity < row_index::npos);
+  if (options.admission == admission_kind::count_min)
+    sketch_.emplace_back(options.sketch_width, options.sketch_depth, options.seed);
+}
+
+size_t embedding_table::block_size() const {
+  if (options_.capacity == 0) return block_max;
+  return std::clamp<size_t>(options_.capacity / 2, 1, block_max);  // room for unpinned victims
+}
+
+embedding_counters embedding_table::counters() const {
+  embedding_counters c = counters_;
+  c.rows = index_.size();
+  c.bytes = index_.bytes() + slabs_.bytes() + free_rows_.capacity() * 4 + evicted_log_.capacity() * 8
+            + (sketch_.empty() ? 0 : sketch_[0].bytes());
+  return c;
+}
+
+void embedding_table::init_row(uint64_t id, uint32_t r) {
+  std::byte* row = slabs_.row(r);
+  if (layout_.fp16) {
+    embedding_init_row(options_, id, scratch_.data());
+    kernels_->to_f16(scratch_.data(), reinterpret_cast<uint16_t*>(row), layout_.dim);
+  } else {
+    embedding_init_row(options_, id, reinterpret_cast<float*>(row));
+  }
+  auto* state = reinterpret_cast<float*>(row + layout_.weight_bytes);
+  std::fill(state, state + layout_.state_floats, 0.0f);
+  switch (options_.optimizer) {
+    case sparse_optimizer_kind::adagrad:
+    case sparse_optimizer_kind::rowwise_adagrad:
+      std::fill(state, state + layout_.state_floats, options_.initial_accumulator);
+      break;
+    case sparse_optimizer_kind::ftrl:  // z = 0, n = initial_accumulator
+      std::fill(state + layout_.dim, state + 2 * layout_.dim, options_.initial_accumulator);
+      break;
+    default:
+      break;
   }
 }
 
-embedding_table::embedding_table(const embedding_options& options) : options_(options) {
-  assert(options.dim > 0);
+void embedding_table::read_row(uint32_t r, float* out) const {
+  const std::byte* row = slabs_.row(r);
+  if (layout_.fp16)
+    kernels_->to_f32(reinterpret_cast<const uint16_t*>(row), out, layout_.dim);
+  else
+    std::memcpy(out, row, sizeof(float) * layout_.dim);
 }
 
-uint32_t embedding_table::row_of(uint64_t id) {
-  bool inserted = false;
-  uint32_t row = map_.find_or_insert(id, static_cast<uint32_t>(map_.size()), inserted);
-  if (inserted) {
-    size_t dim = options_.dim;
-    weights_.resize(weights_.size() + dim);
-    embedding_init_row(options_, id, weights_.data() + static_cast<size_t>(row) * dim);
-    if (options_.optimizer == sparse_optimizer_kind::adagrad)
-      accumulators_.resize(accumulators_.size() + dim, options_.initial_accumulator);
+void embedding_table::step_row(uint32_t r, const float* grad) {
+  std::byte* row = slabs_.row(r);
+  auto* state = reinterpret_cast<float*>(row + layout_.weight_bytes);
+  if (layout_.fp16) {
+    auto* w16 = reinterpret_cast<uint16_t*>(row);
+    kernels_->to_f32(w16, scratch_.data(), layout_.dim);
+    kernels_->step(step_, scratch_.data(), state, grad);
+    kernels_->to_f16(scratch_.data(), w16, layout_.dim);
+  } else {
+    kernels_->step(step_, reinterpret_cast<float*>(row), state, grad);
   }
-  return row;
+  slabs_.set_changed(r, true);
+  slabs_.set_referenced(r, true);
+}
+
+bool embedding_table::admitted(uint64_t id, bool sighting) {
+  switch (options_.admission) {
+    case admission_kind::all:
+      return true;
+    case admission_kind::probability:
+      if (!sighting) return false;
+      return static_cast<double>(splitmix(coin_) >> 11) * 0x1.0p-53 < options_.admit_probability;
+    case admission_kind::count_min:
+      return (sighting ? sketch_[0].add(id) : sketch_[0].estimate(id)) >= options_.admit_after;
+  }
+  return false;
+}
+
+uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
+  [[maybe_unused]] size_t guard = 3 * index_.slots();
+  for (;;) {
+    assert(guard-- > 0 && "CLOCK found no victim: every row pinned");
+    if (hand_ >= index_.slots()) hand_ = 0;
+    size_t s = hand_++;
+    uint32_t r = index_.row_at(s);
+    if (r == row_index::npos || std::find(pinned.begin(), pinned.end(), r) != pinned.end()) continue;
+    if (slabs_.referenced(r)) {
+      slabs_.set_referenced(r, false);
+      continue;
+    }
+    uint64_t id = index_.id_at(s);
+    index_.erase_slot(s);
+    hand_ = s;  // the entry shifted into s has not been looked at yet
+    if (log_evictions_) evicted_log_.push_back(id);
+    ++counters_.evictions;
+    return r;
+  }
+}
+
+uint32_t embedding_table::allocate_row(std::span<const uint32_t> pinned) {
+  if (!free_rows_.empty()) {
+    uint32_t r = free_rows_.back();
+    free_rows_.pop_back();
+    return r;
+  }
+  if (options_.capacity == 0 || rows_made_ < options_.capacity) {
+    slabs_.ensure(static_cast<size_t>(rows_made_) + 1);
+    return rows_made_++;
+  }
+  if (options_.eviction == eviction_kind::none) return row_index::npos;
+  return evict_one(pinned);
+}
+
+uint32_t embedding_table::admit(uint64_t id, uint64_t hash, bool sighting,
+                                std::span<const uint32_t> pinned) {
+  if (!admitted(id, sighting)) return row_index::npos;
+  uint32_t r = allocate_row(pinned);
+  if (r == row_index::npos) return r;
+  index_.insert(id, hash, r);
+  init_row(id, r);
+  slabs_.set_changed(r, true);  // a new row belongs in the next incremental snapshot
+  slabs_.set_referenced(r, true);
+  ++counters_.admissions;
+  return r;
 }
 
 void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
-  size_t dim = options_.dim;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    uint32_t row = row_of(ids[k]);
-    std::memcpy(out + k * dim, weights_.data() + static_cast<size_t>(row) * dim,
-                sizeof(float) * dim);
+  const size_t dim = layout_.dim, block = block_size();
+  uint64_t hashes[block_max];
+  uint32_t rows[block_max];
+  for (size_t b = 0; b < ids.size(); b += block) {
+    size_t n = std::min(block, ids.size() - b);
+    for (size_t k = 0; k < n; ++k) {
+      hashes[k] = row_index::hash_of(ids[b + k]);
+      index_.prefetch(hashes[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      uint32_t r = index_.find(ids[b + k], hashes[k]);
+      if (r == row_index::npos) {
+        r = admit(ids[b + k], hashes[k], true, {rows, k});
+      } else {
+        slabs_.set_referenced(r, true);
+      }
+      rows[k] = r;
+      if (r != row_index::npos) slabs_.prefetch(r);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      float* dst = out + (b + k) * dim;
+      if (rows[k] != row_index::npos) {
+        read_row(rows[k], dst);
+      } else {
+        embedding_init_row(options_, ids[b + k], dst);
+        ++counters_.not_admitted_lookups;
+      }
+    }
   }
+  counters_.lookups += ids.size();
 }
 
 void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
-  size_t dim = options_.dim;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    uint32_t row = map_.find(ids[k]);
-    if (row == id_map::npos)
-      embedding_init_row(options_, ids[k], out + k * dim);
-    else
-      std::memcpy(out + k * dim, weights_.data() + static_cast<size_t>(row) * dim,
-                  sizeof(float) * dim);
+  const size_t dim = layout_.dim;
+  uint64_t hashes[block_max];
+  uint32_t rows[block_max];
+  for (size_t b = 0; b < ids.size(); b += block_max) {
+    size_t n = std::min(block_max, ids.size() - b);
+    for (size_t k = 0; k < n; ++k) {
+      hashes[k] = row_index::hash_of(ids[b + k]);
+      index_.prefetch(hashes[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      rows[k] = index_.find(ids[b + k], hashes[k]);
+      if (rows[k] != row_index::npos) slabs_.prefetch(rows[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (rows[k] != row_index::npos)
+        read_row(rows[k], out + (b + k) * dim);
+      else
+        embedding_init_row(options_, ids[b + k], out + (b + k) * dim);
+    }
   }
+  counters_.lookups += ids.size();
 }
 
 void embedding_table::update(std::span<const uint64_t> ids, const float* grads) {
-  size_t dim = options_.dim;
-  float lr = options_.learning_rate;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    size_t row = row_of(ids[k]);
-    float* w = weights_.data() + row * dim;
-    const float* g = grads + k * dim;
-    if (options_.optimizer == sparse_optimizer_kind::sgd) {
-      for (size_t d = 0; d < dim; ++d) w[d] -= lr * g[d];
-    } else {
-      float* acc = accumulators_.data() + row * dim;
-      for (size_t d = 0; d < dim; ++d) {
-        acc[d] += g[d] * g[d];
-        w[d] -= lr * g[d] / (std::sqrt(acc[d]) + options_.eps);
+  const size_t dim = layout_.dim, block = block_size();
+  const bool create = options_.admission == admission_kind::all;
+  uint64_t hashes[block_max];
+  uint32_t rows[block_max];
+  for (size_t b = 0; b < ids.size(); b += block) {
+    size_t n = std::min(block, ids.size() - b);
+    for (size_t k = 0; k < n; ++k) {
+      hashes[k] = row_index::hash_of(ids[b + k]);
+      index_.prefetch(hashes[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      uint32_t r = index_.find(ids[b + k], hashes[k]);
+      if (r == row_index::npos && create) r = admit(ids[b + k], hashes[k], false, {rows, k});
+      rows[k] = r;
+      if (r != row_index::npos) slabs_.prefetch(r);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (rows[k] == row_index::npos) {
+        ++counters_.not_admitted_gradients;
+        continue;
       }
+      step_row(rows[k], grads + (b + k) * dim);
+      ++counters_.updates;
     }
   }
 }

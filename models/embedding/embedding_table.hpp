@@ -1,53 +1,114 @@
-// A simple, correct in-memory embedding store with a sparse optimizer (SGD or Adagrad).
-// Threading: embedding_table is not thread-safe: one owner. embedding_init_row is pure.
+// The embedding store of one shard: id -> row (weights + optimizer state together), with sparse
+// optimizers, a capacity bound with eviction, id admission, fp32 or fp16 weights and counters.
+//
+// Layout: rows live in slabs (row_slabs.hpp); a 12-byte-slot open-addressing index maps ids to
+// row numbers (row_index.hpp). At 10M rows of dim 16, fp32, row-wise Adagrad that is about 1.22x
+// the payload (68 bytes per row), against > 2x for a heap vector per row.
+//
+// Eviction is CLOCK (second chance), not exact LRU: LRU needs a linked list through the rows
+// (8 more bytes per row with 32-bit links, and a write to two other rows on every hit), which
+// alone would spend half the memory budget, and its pointer chasing defeats the batched
+// prefetching. CLOCK needs one `referenced` bit per row, set on every hit; the hand sweeps the
+// index's slots, clears set bits and evicts the first row it finds clear. Rows touched in the
+// batch block being processed are never victims.
+//
+// Admission: a lookup of an unseen id creates its row only when admitted (see embedding_options);
+// otherwise it reads as the initial row. An update of an absent id creates its row when
+// admission is `all` (and the table has room); otherwise the gradient is dropped and counted in
+// not_admitted_gradients, never lost silently.
+//
+// Batches are processed in blocks: hash and prefetch every index slot of the block, then find
+// the rows and prefetch them, then copy or step. Kernels (AVX2 or scalar) are chosen at run time.
+// Threading: not thread-safe: one owner (an embedding_shard actor, or the reference loop).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "models/embedding/id_map.hpp"
+#include "models/embedding/count_min_sketch.hpp"
+#include "models/embedding/embedding_options.hpp"
+#include "models/embedding/row_index.hpp"
+#include "models/embedding/row_layout.hpp"
+#include "models/embedding/row_slabs.hpp"
+#include "models/embedding/sparse_kernels.hpp"
 
 namespace satrap {
 
-enum class sparse_optimizer_kind { sgd, adagrad };
-
-// Embedding rows and their optimizer.
-struct embedding_options {
-  int dim = 16;                                                   // floats per row
-  sparse_optimizer_kind optimizer = sparse_optimizer_kind::adagrad;  // sparse optimizer
-  float learning_rate = 0.05f;                                    // step size
-  float initial_accumulator = 0.0f;                               // Adagrad accumulator start value
-  float eps = 1e-8f;                                              // Adagrad denominator guard
-  float init_scale = 0.01f;                                       // rows start uniform(-s, s)
-  uint64_t seed = 0;                                              // init rows follow from (seed, id)
+struct embedding_counters {
+  uint64_t rows = 0;                    // rows held
+  uint64_t bytes = 0;                   // bytes held: slabs, index, bitmaps, sketch, logs
+  uint64_t admissions = 0;              // rows created for unseen ids (restores not counted)
+  uint64_t evictions = 0;               // rows evicted to make room
+  uint64_t lookups = 0;                 // ids looked up (lookup and peek)
+  uint64_t updates = 0;                 // rows stepped by the optimizer
+  uint64_t not_admitted_lookups = 0;    // lookups answered with the initial row (no row made)
+  uint64_t not_admitted_gradients = 0;  // gradient rows dropped because their id has no row
 };
 
-// The initial row of `id`: deterministic per (seed, id), so the same on any shard.
-void embedding_init_row(const embedding_options& options, uint64_t id, float* out);
-
-class embedding_table {  // not thread-safe: one owner
+class embedding_table {
  public:
   explicit embedding_table(const embedding_options& options);
 
-  // out: ids.size() x dim; unseen ids are inserted with their initial row.
+  // out: ids.size() x dim. Unseen ids get a row when admitted; else they read as initial rows.
   void lookup(std::span<const uint64_t> ids, float* out);
-  // Like lookup, but never inserts: an unseen id reads as its initial row (evaluation).
+  // Like lookup, but never creates a row: an unseen id reads as its initial row (evaluation).
   void peek(std::span<const uint64_t> ids, float* out) const;
   // One optimizer step per id (ids unique; grads already summed), grads: ids.size() x dim.
-  // Unseen ids are inserted first.
   void update(std::span<const uint64_t> ids, const float* grads);
 
-  size_t size() const { return map_.size(); }
+  size_t size() const { return index_.size(); }
   const embedding_options& options() const { return options_; }
+  const row_layout& layout() const { return layout_; }
+  embedding_counters counters() const;
+  const char* kernels_name() const { return kernels_->name; }
+
+  // ---- snapshots (embedding_snapshot.hpp) ----
+  // f(id, row bytes) for every row, or only those changed since the last mark_snapshot.
+  template <class F>
+  void for_each_row(bool changed_only, F&& f) const {
+    for (size_t s = 0; s < index_.slots(); ++s) {
+      uint32_t r = index_.row_at(s);
+      if (r != row_index::npos && (!changed_only || slabs_.changed(r))) f(index_.id_at(s), slabs_.row(r));
+    }
+  }
+  size_t changed_rows() const;
+  // Ids evicted since the last mark_snapshot (recorded only after a first snapshot).
+  const std::vector<uint64_t>& evicted_since_snapshot() const { return evicted_log_; }
+  // The state now is snapshot `sequence`: clears the changed marks and the eviction log.
+  void mark_snapshot(uint64_t sequence);
+  uint64_t snapshot_sequence() const { return snapshot_sequence_; }  // 0: none yet
+  // Restore: sets id's row bytes (layout().stride of them); false when the table is full.
+  bool restore_row(uint64_t id, const std::byte* row);
+  void restore_erase(uint64_t id);
+  void clear();  // no rows; counters other than rows and bytes are kept
 
  private:
-  uint32_t row_of(uint64_t id);  // inserting when unseen
+  uint32_t admit(uint64_t id, uint64_t hash, bool sighting, std::span<const uint32_t> pinned);
+  bool admitted(uint64_t id, bool sighting);
+  uint32_t allocate_row(std::span<const uint32_t> pinned);  // npos when full and not evicting
+  uint32_t evict_one(std::span<const uint32_t> pinned);
+  void init_row(uint64_t id, uint32_t r);
+  void read_row(uint32_t r, float* out) const;
+  void step_row(uint32_t r, const float* grad);
+  size_t block_size() const;
 
   embedding_options options_;
-  id_map map_;
-  std::vector<float> weights_;       // size() x dim
-  std::vector<float> accumulators_;  // size() x dim (Adagrad only)
+  row_layout layout_;
+  step_params step_;
+  const sparse_kernels* kernels_;
+  row_index index_;
+  row_slabs slabs_;
+  uint32_t rows_made_ = 0;            // rows ever handed out (fresh rows come from here)
+  std::vector<uint32_t> free_rows_;   // rows freed by restore_erase
+  size_t hand_ = 0;                   // CLOCK hand: an index slot
+  std::vector<count_min_sketch> sketch_;  // one when admission is count_min
+  uint64_t coin_ = 0;                 // admission=probability: splitmix64 state
+  std::vector<uint64_t> evicted_log_;
+  bool log_evictions_ = false;        // after the first snapshot
+  uint64_t snapshot_sequence_ = 0;
+  mutable embedding_counters counters_;
+  mutable std::vector<float> scratch_;  // one fp32 row (fp16 tables)
 };
 
 }  // namespace satrap

@@ -1,0 +1,56 @@
+// embedding_table's snapshot side: changed marks, the eviction log, raw row restore.
+#include <cassert>
+#include <cstring>
+
+#include "models/embedding/embedding_table.hpp"
+
+namespace satrap {
+
+size_t embedding_table::changed_rows() const {
+  size_t n = 0;
+  for_each_row(true, [&n](uint64_t, const std::byte*) { ++n; });
+  return n;
+}
+
+void embedding_table::mark_snapshot(uint64_t sequence) {
+  slabs_.clear_changed();
+  evicted_log_.clear();
+  log_evictions_ = true;
+  snapshot_sequence_ = sequence;
+}
+
+bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
+  uint64_t hash = row_index::hash_of(id);
+  uint32_t r = index_.find(id, hash);
+  if (r == row_index::npos) {
+    if (free_rows_.empty() && options_.capacity > 0 && rows_made_ >= options_.capacity) return false;
+    r = allocate_row({});
+    index_.insert(id, hash, r);
+  }
+  std::memcpy(slabs_.row(r), row, layout_.stride);
+  slabs_.set_changed(r, true);
+  slabs_.set_referenced(r, true);
+  return true;
+}
+
+void embedding_table::restore_erase(uint64_t id) {
+  uint32_t r = index_.find(id);
+  if (r == row_index::npos) return;
+  bool erased = index_.erase(id);
+  assert(erased);
+  (void)erased;
+  slabs_.set_changed(r, false);
+  free_rows_.push_back(r);
+}
+
+void embedding_table::clear() {
+  index_.clear();
+  slabs_.release();
+  free_rows_.clear();
+  free_rows_.shrink_to_fit();
+  evicted_log_.clear();
+  rows_made_ = 0;
+  hand_ = 0;
+}
+
+}  // namespace satrap

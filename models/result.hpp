@@ -1,0 +1,39 @@
+// A small result type for expected failures in models/ (which must not depend on CAF): either a
+// value or an error message that says what went wrong and where (file, field, what was expected).
+// Bugs are asserts, not results. Threading: a plain value.
+#pragma once
+
+#include <cassert>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace satrap {
+
+struct model_error {
+  std::string message;  // for a user: what failed, where, and what was expected
+};
+
+template <class T>
+class [[nodiscard]] result {
+ public:
+  result(T value) : v_(std::move(value)) {}
+  result(model_error e) : v_(std::move(e)) {}
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() { assert(ok()); return std::get<0>(v_); }
+  const T& value() const { assert(ok()); return std::get<0>(v_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  const std::string& error() const { assert(!ok()); return std::get<1>(v_).message; }
+
+ private:
+  std::variant<T, model_error> v_;
+};
+
+struct ok_t {};  // result<ok_t>: success carries nothing
+
+inline model_error make_model_error(std::string message) { return model_error{std::move(message)}; }
+
+}  // namespace satrap
