@@ -1,5 +1,7 @@
 #include "actors/job_supervisor/job_supervisor.hpp"
 
+#include "actors/job_supervisor/job_data.hpp"
+
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -19,6 +21,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct supervisor_state {
   job_supervisor_config config;
+  job_data data;  // the batch source and the plan's batch counts
   std::vector<embedding_shard_actor> shards;
   std::vector<gradient_aggregator_actor> aggregators;
   std::vector<data_loader_actor> loaders;
@@ -57,9 +60,9 @@ void spawn_children(self_ptr self) {
     c.partitions = partitions;
     st.aggregators.push_back(spawn_gradient_aggregator(sys, c));
   }
-  auto data = std::make_shared<const synthetic_generator>(spec.data.synthetic);
   for (int32_t l = 0; l < pl.loaders; ++l)
-    st.loaders.push_back(spawn_data_loader(sys, {l, data, spec.training.batch_size, st.aggregators}));
+    st.loaders.push_back(
+      spawn_data_loader(sys, {l, st.data.source, spec.training.batch_size, st.aggregators}));
   std::vector<caf::actor> peers;
   for (int32_t t = 0; t < pl.trainers; ++t) {
     dense_trainer_config c;
@@ -138,6 +141,7 @@ job_result summarize(supervisor_state& st) {
   r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
   r.test_logloss = logloss_from_logits(logits, labels);
   r.test_samples = static_cast<int64_t>(labels.size());
+  r.data_skipped = st.data.skipped;
   r.train_seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
   r.samples_per_sec = static_cast<double>(r.samples) / r.train_seconds;
   return r;
@@ -157,7 +161,10 @@ void finish(self_ptr self) {
           if (--*left == 0)
             self->state.done->deliver(std::move(*result));
         },
-        [self](const caf::error& e) { self->state.done->deliver(e); });
+        [self](const caf::error& e) {
+          if (self->state.done->pending())
+            self->state.done->deliver(e);
+        });
 }
 
 caf::typed_response_promise<job_result> on_run(self_ptr self) {
@@ -165,12 +172,19 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   auto& spec = st.config.spec;
   st.done = self->make_response_promise<job_result>();
   st.started = clock_type::now();
+  auto data = job_data_open(spec);
+  if (!data) {
+    spdlog::error("job_failed error=\"{}\"", error_text(data.error()));
+    st.done->deliver(data.error());
+    return *st.done;
+  }
+  st.data = std::move(*data);
   spawn_children(self);
   st.trainer_steps.assign(st.trainers.size(), 0);
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   train_plan plan;
-  plan.steps = spec.training.train_batches / spec.placement.trainers;
-  plan.test_batches = spec.training.test_batches;
+  plan.steps = st.data.train_batches / spec.placement.trainers;
+  plan.test_batches = st.data.test_batches;
   plan.staleness = spec.training.staleness;
   st.progress.steps_total = plan.steps;
   spdlog::info("job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
@@ -189,7 +203,8 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
         },
         [self](const caf::error& e) {
           spdlog::error("job_failed error=\"{}\"", error_text(e));
-          self->state.done->deliver(e);
+          if (self->state.done->pending())  // the first failure is the reason
+            self->state.done->deliver(e);
         });
   return *st.done;
 }

@@ -1,0 +1,126 @@
+// embedding_shard and gradient_aggregator protocols, message by message.
+#include "actors/embedding_shard/embedding_shard.hpp"
+#include "actors/gradient_aggregator/gradient_aggregator.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/error.hpp"
+#include "satrap_schemas/step.capnp.h"
+
+#include <caf/scoped_actor.hpp>
+#include <doctest/doctest.h>
+
+using namespace satrap;
+
+namespace {
+
+capnp_payload lookup_request(std::vector<uint64_t> ids, bool read_only = false) {
+  capnp::MallocMessageBuilder mb;
+  auto req = mb.initRoot<schema::LookupRequest>();
+  req.setBatch(1);
+  req.setIds(data_of(ids));
+  req.setReadOnly(read_only);
+  return payload_encode(mb);
+}
+
+capnp_payload gradients(std::vector<uint64_t> ids, std::vector<float> grads, uint32_t dim) {
+  capnp::MallocMessageBuilder mb;
+  auto req = mb.initRoot<schema::EmbeddingGradients>();
+  req.setBatch(1);
+  req.setDim(dim);
+  req.setIds(data_of(ids));
+  req.setGrads(data_of(grads));
+  return payload_encode(mb);
+}
+
+std::vector<float> rows_of(const capnp_payload& p) {
+  payload_reader reader(p);
+  return data_copy<float>(reader.root<schema::EmbeddingRows>().getRows());
+}
+
+struct fixture {
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "shard: lookup gives initial rows, update applies SGD, peek inserts nothing") {
+  embedding_shard_config c;
+  c.embedding.dim = 2;
+  c.embedding.optimizer = sparse_optimizer_kind::sgd;
+  c.embedding.learning_rate = 0.5f;
+  auto shard = spawn_embedding_shard(sys, c);
+  std::vector<float> before, after;
+  self->request(shard, std::chrono::seconds(10), lookup_atom::value, lookup_request({11, 12}))
+    .receive([&](capnp_payload& p) { before = rows_of(p); },
+             [&](caf::error& e) { FAIL(error_text(e)); });
+  std::vector<float> init(2);
+  embedding_init_row(c.embedding, 12, init.data());
+  REQUIRE(before.size() == 4);
+  CHECK(before[2] == init[0]);
+  CHECK(before[3] == init[1]);
+  self->request(shard, std::chrono::seconds(10), update_atom::value,
+                gradients({12}, {1.0f, -2.0f}, 2))
+    .receive([&](int64_t rows) { CHECK(rows == 1); }, [&](caf::error& e) { FAIL(error_text(e)); });
+  self->request(shard, std::chrono::seconds(10), lookup_atom::value,
+                lookup_request({12, 99}, true))
+    .receive([&](capnp_payload& p) { after = rows_of(p); },
+             [&](caf::error& e) { FAIL(error_text(e)); });
+  CHECK(after[0] == doctest::Approx(init[0] - 0.5f));
+  CHECK(after[1] == doctest::Approx(init[1] + 1.0f));
+  self->request(shard, std::chrono::seconds(10), stats_atom::value)
+    .receive(
+      [&](const shard_stats& s) {
+        CHECK(s.rows == 2);  // 11 and 12; the read-only 99 was not inserted
+        CHECK(s.lookups == 4);
+        CHECK(s.updates == 1);
+      },
+      [&](caf::error& e) { FAIL(error_text(e)); });
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are refused, not dropped") {
+  gradient_aggregator_config c;
+  c.dim = 2;
+  c.shards.push_back(spawn_embedding_shard(sys, {0, {}}));
+  c.partitions = partition_map::uniform(16, 1);
+  auto agg = spawn_gradient_aggregator(sys, c);
+  capnp::MallocMessageBuilder mb;
+  auto g = mb.initRoot<schema::PooledGradients>();
+  g.setBatch(77);
+  self->request(agg, std::chrono::seconds(10), grads_atom::value, payload_encode(mb))
+    .receive([&](int64_t) { FAIL("accepted gradients of an unknown batch"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("unknown batch 77") != std::string::npos);
+             });
+  self->send_exit(agg, caf::exit_reason::user_shutdown);
+  self->send_exit(c.shards[0], caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request with the reason") {
+  gradient_aggregator_config c;
+  c.dim = 2;
+  auto shard = spawn_embedding_shard(sys, {0, {}});
+  c.shards.push_back(shard);
+  c.partitions = partition_map::uniform(16, 1);
+  c.timeout = caf::duration{std::chrono::seconds(5)};
+  auto agg = spawn_gradient_aggregator(sys, c);
+  self->send_exit(shard, caf::exit_reason::kill);
+  self->wait_for(shard);
+  capnp::MallocMessageBuilder mb;
+  auto ids = mb.initRoot<schema::IdBatch>();
+  std::vector<uint32_t> offsets = {0, 1};
+  std::vector<uint64_t> id = {5};
+  ids.setBatch(3);
+  ids.setSize(1);
+  ids.setSlots(1);
+  ids.setOffsets(data_of(offsets));
+  ids.setIds(data_of(id));
+  self->send(agg, ids_atom::value, payload_encode(mb));
+  self->request(agg, std::chrono::seconds(10), pooled_atom::value, int64_t{3}, int8_t{0})
+    .receive([&](capnp_payload&) { FAIL("pooled embeddings from a dead shard"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("embedding lookup on shard 0 failed") != std::string::npos);
+             });
+  self->send_exit(agg, caf::exit_reason::user_shutdown);
+}
