@@ -47,6 +47,18 @@ int64_t shard_update(shard_state& st, const capnp_payload& request) {
   return static_cast<int64_t>(ids.size());
 }
 
+shard_stats shard_stats_now(const shard_state& st) {
+  auto s = st.stats;
+  auto c = st.table->counters();
+  s.rows = static_cast<int64_t>(c.rows);
+  s.bytes = static_cast<int64_t>(c.bytes);
+  s.admissions = static_cast<int64_t>(c.admissions);
+  s.evictions = static_cast<int64_t>(c.evictions);
+  s.not_admitted_lookups = static_cast<int64_t>(c.not_admitted_lookups);
+  s.not_admitted_gradients = static_cast<int64_t>(c.not_admitted_gradients);
+  return s;
+}
+
 embedding_shard_actor::behavior_type
 shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
                embedding_shard_config config) {
@@ -54,15 +66,12 @@ shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
   st.config = std::move(config);
   st.table = std::make_unique<embedding_table>(st.config.embedding);
   st.stats.shard = st.config.shard;
-  spdlog::debug("shard_started shard={} dim={}", st.config.shard, st.config.embedding.dim);
+  spdlog::debug("shard_started shard={} dim={} kernels={}", st.config.shard, st.config.embedding.dim,
+                st.table->kernels_name());
   return {
     [self](lookup_atom, const capnp_payload& req) { return shard_lookup(self->state, req); },
     [self](update_atom, const capnp_payload& req) { return shard_update(self->state, req); },
-    [self](stats_atom) {
-      auto s = self->state.stats;
-      s.rows = static_cast<int64_t>(self->state.table->size());
-      return s;
-    },
+    [self](stats_atom) { return shard_stats_now(self->state); },
   };
 }
 

@@ -4,8 +4,9 @@
 //   lookup(LookupRequest)      -> EmbeddingRows, rows in the order of the request's ids;
 //                                 unseen ids get their deterministic initial row (and are
 //                                 inserted, unless the request is read-only: evaluation).
-//   update(EmbeddingGradients) -> number of rows updated; one optimizer step per id.
-//   stats()                    -> shard_stats.
+//   update(EmbeddingGradients) -> number of rows updated; one optimizer step per id (a gradient
+//                                 of an id without a row is counted, see shard_stats).
+//   stats()                    -> shard_stats, with the store's counters.
 // Threading: an actor; its store is touched only by its own behaviour.
 #pragma once
 
@@ -25,11 +26,17 @@ struct shard_stats {
   int64_t rows = 0;     // rows held
   int64_t lookups = 0;  // ids looked up
   int64_t updates = 0;  // rows updated
+  int64_t bytes = 0;                   // bytes the store holds (rows, index, bitmaps, sketch)
+  int64_t admissions = 0;              // rows created for unseen ids
+  int64_t evictions = 0;               // rows evicted to make room (capacity bound)
+  int64_t not_admitted_lookups = 0;    // lookups answered with an initial row, no row made
+  int64_t not_admitted_gradients = 0;  // gradient rows dropped (no row for the id), counted here
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
-  return f(caf::meta::type_name("shard_stats"), x.shard, x.rows, x.lookups, x.updates);
+  return f(caf::meta::type_name("shard_stats"), x.shard, x.rows, x.lookups, x.updates, x.bytes,
+           x.admissions, x.evictions, x.not_admitted_lookups, x.not_admitted_gradients);
 }
 
 using embedding_shard_actor = caf::typed_actor<
