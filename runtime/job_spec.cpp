@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -60,6 +61,37 @@ std::string parse_sizes(const std::string& text, std::vector<int>& out) {
     int x = 0;
     if (!parse_int(item, x, 1, 1 << 16).empty())
       return "a list of layer sizes in [1, 65536], e.g. [64, 32]";
+    v.push_back(x);
+  }
+  out = std::move(v);
+  return "";
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      v.push_back(item);
+  return v;
+}
+
+// "[a,b]" (built with append: g++ 12 warns falsely on chains of operator+).
+std::string show_list(const std::vector<std::string>& v, const char* separator = ",") {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s.append(i ? separator : "").append(v[i]);
+  s.push_back(']');
+  return s;
+}
+
+std::string parse_ids(const std::string& text, std::vector<int64_t>& out) {
+  std::vector<int64_t> v;
+  for (auto& item : split_list(text)) {
+    int64_t x = 0;
+    if (!parse_int(item, x, int64_t{0}, int64_t{1} << 62).empty())
+      return "a list of feature ids in [0, 2^62], e.g. [0, 957, 5039]";
     v.push_back(x);
   }
   out = std::move(v);
@@ -130,6 +162,15 @@ std::string show(T x) {
         return std::string{};                                                                    \
       },                                                                                         \
       [](const job_spec& s) { return s.MEMBER; }                                                \
+  }
+#define SATRAP_LIST_FIELD(KEY, FLAG, HELP, MEMBER)                                               \
+  job_field {                                                                                    \
+    KEY, FLAG, HELP,                                                                             \
+      [](job_spec& s, const std::string& t) {                                                    \
+        s.MEMBER = split_list(t);                                                                \
+        return std::string{};                                                                    \
+      },                                                                                         \
+      [](const job_spec& s) { return show_list(s.MEMBER); }                                     \
   }
 #define SATRAP_SIZES_FIELD(KEY, FLAG, HELP, MEMBER)                                              \
   job_field {                                                                                    \
@@ -214,7 +255,36 @@ std::vector<job_field> make_fields() {
     SATRAP_ENUM_FIELD("model.embedding.simd", "", "store kernels: auto (AVX2 when present) or scalar",
                       model.embedding.simd, {"auto", simd_choice::automatic}, {"scalar", simd_choice::scalar}),
     SATRAP_ENUM_FIELD("data.source", "source", "where batches come from", data.source,
-                      std::pair<const char*, std::string>{"synthetic", "synthetic"}),
+                      std::pair<const char*, std::string>{"synthetic", "synthetic"},
+                      {"criteo", "criteo"}, {"libsvm", "libsvm"}, {"libfm", "libfm"},
+                      {"libffm", "libffm"}),
+    SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
+                      data.train_files),
+    SATRAP_LIST_FIELD("data.test_files", "test-files", "test data files; none: hold out data.test_fraction",
+                      data.test_files),
+    SATRAP_REAL_FIELD("data.test_fraction", "", "without test files: the tail of the training data held out",
+                      data.reading.test_fraction, 0.0, 0.99),
+    SATRAP_INT_FIELD("data.slots", "", "libsvm by position / libffm: sparse slots per sample",
+                     data.format.slots, 0, 1024),
+    job_field{"data.field_starts", "", "libsvm / libfm: first feature id of each slot",
+              [](job_spec& s, const std::string& t) { return parse_ids(t, s.data.format.field_starts); },
+              [](const job_spec& s) {
+                std::vector<std::string> ids;
+                for (auto id : s.data.format.field_starts)
+                  ids.push_back(std::to_string(id));
+                return show_list(ids, ", ");
+              }},
+    SATRAP_ENUM_FIELD("data.on_error", "on-error", "a bad input line", data.on_error,
+                      {"fail", on_error_policy::fail}, {"skip", on_error_policy::skip}),
+    SATRAP_ENUM_FIELD("data.shuffle", "", "reshuffle the training data every epoch",
+                      data.reading.shuffle, {"true", true}, {"false", false}),
+    SATRAP_INT_FIELD("data.shuffle_window", "", "samples per shuffle window",
+                     data.reading.shuffle_window, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("data.seed", "", "shuffle seed", data.reading.seed, uint64_t{0}, u64max),
+    SATRAP_INT_FIELD("data.chunk_samples", "", "samples per cache chunk file", data.chunk_samples,
+                     uint32_t{1}, uint32_t{1} << 24),
+    SATRAP_STRING_FIELD("data.cache_dir", "", "converted data sets; \"\": $TMPDIR/satrap-cache",
+                        data.cache_dir),
     SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample", data.synthetic.slots, 1, 1024),
     SATRAP_INT_FIELD("data.synthetic.vocab", "vocab", "distinct ids per slot", data.synthetic.vocab,
                      uint64_t{1}, uint64_t{1} << 40),
@@ -242,6 +312,8 @@ std::vector<job_field> make_fields() {
                      training.train_batches, int64_t{0}, i64max),
     SATRAP_INT_FIELD("training.test_batches", "test-batches", "held-out batches",
                      training.test_batches, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("training.epochs", "epochs", "file data with train_batches 0: passes over the data",
+                     training.epochs, 1, 1 << 20),
     SATRAP_INT_FIELD("training.staleness", "staleness", "K: max missed embedding steps (0 = sync)",
                      training.staleness, 0, 1024),
     SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
@@ -254,6 +326,16 @@ std::vector<job_field> make_fields() {
     SATRAP_INT_FIELD("placement.trainers", "trainers", "dense trainer replicas", placement.trainers, 1, 1024),
     SATRAP_INT_FIELD("placement.partitions", "partitions", "virtual partitions",
                      placement.partitions, 1, 1 << 24),
+    SATRAP_INT_FIELD("placement.embedding_rows", "", "rows the tables will hold (0: slots x vocab)",
+                     placement.embedding_rows, uint64_t{0}, u64max),
+    SATRAP_STRING_FIELD("placement.shard_selector", "", "node labels for shards, k=v,...",
+                        placement.shard_selector),
+    SATRAP_STRING_FIELD("placement.aggregator_selector", "", "node labels for aggregators",
+                        placement.aggregator_selector),
+    SATRAP_STRING_FIELD("placement.loader_selector", "", "node labels for loaders",
+                        placement.loader_selector),
+    SATRAP_STRING_FIELD("placement.trainer_selector", "", "node labels for trainers",
+                        placement.trainer_selector),
     SATRAP_STRING_FIELD("checkpoint.dir", "", "checkpoint directory (not implemented yet)",
                         checkpoint.dir),
     SATRAP_INT_FIELD("checkpoint.every_steps", "", "steps between checkpoints (not implemented yet)",
@@ -336,13 +418,52 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
     return make_error(errc::io_failure, path + ": cannot open job file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return job_spec_load_text(ss.str(), path, spec);
+  auto train = spec.data.train_files, test = spec.data.test_files;
+  if (auto err = job_spec_load_text(ss.str(), path, spec))
+    return err;
+  // Data paths the file gives are relative to the file's folder, so a job runs from anywhere.
+  auto folder = std::filesystem::absolute(path).parent_path();
+  for (auto [files, before] : {std::pair{&spec.data.train_files, &train}, {&spec.data.test_files, &test}})
+    if (*files != *before)
+      for (auto& f : *files)
+        if (std::filesystem::path(f).is_relative())
+          f = (folder / f).lexically_normal().string();
+  return caf::none;
+}
+
+namespace {
+
+// The file format follows data.source; checks what the data keys need together.
+caf::error data_finalize(data_spec& d) {
+  if (d.source == "synthetic")
+    return caf::none;
+  d.format.format = d.source == "criteo"   ? text_format::criteo
+                    : d.source == "libffm" ? text_format::libffm
+                                           : text_format::libsvm;
+  auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
+  if (auto want = text_format_check(d.format); !want.empty())
+    return bad("data: expected " + want + " for data.source " + d.source);
+  if (d.train_files.empty())
+    return bad("data.train_files: expected at least one file for data.source " + d.source);
+  return caf::none;
+}
+
+}  // namespace
+
+int job_data_slots(const data_spec& d) {
+  return d.source == "synthetic" ? d.synthetic.slots : text_format_slots(d.format);
+}
+
+int job_data_dense_features(const data_spec& d) {
+  return d.source == "synthetic" ? d.synthetic.dense_features : text_format_dense_features(d.format);
 }
 
 caf::error job_spec_finalize(job_spec& spec) {
   auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
-  spec.model.dlrm.slots = spec.data.synthetic.slots;
-  spec.model.dlrm.dense_features = spec.data.synthetic.dense_features;
+  if (auto err = data_finalize(spec.data))
+    return err;
+  spec.model.dlrm.slots = job_data_slots(spec.data);
+  spec.model.dlrm.dense_features = job_data_dense_features(spec.data);
   spec.model.embedding.dim = spec.model.dlrm.dim;
   auto& p = spec.placement;
   if (p.partitions < p.shards)
@@ -355,7 +476,7 @@ caf::error job_spec_finalize(job_spec& spec) {
   if (!spec.checkpoint.dir.empty() || spec.checkpoint.every_steps != 0)
     return bad("checkpoint: checkpoints are not implemented yet; leave checkpoint.dir empty and "
                "checkpoint.every_steps 0");
-  if (spec.model.dlrm.bottom.empty() && spec.data.synthetic.dense_features != spec.model.dlrm.dim)
+  if (spec.model.dlrm.bottom.empty() && spec.model.dlrm.dense_features != spec.model.dlrm.dim)
     return bad("model.bottom: expected at least one layer");
   return caf::none;
 }

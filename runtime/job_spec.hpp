@@ -7,6 +7,8 @@
 // Threading: plain values and pure functions.
 #pragma once
 
+#include "models/data/dataset_cache.hpp"
+#include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/dlrm.hpp"
@@ -30,14 +32,24 @@ struct model_spec {
 };
 
 struct data_spec {
-  std::string source = "synthetic";     // where batches come from (only synthetic so far)
+  std::string source = "synthetic";     // synthetic, or a file format: criteo, libsvm (= libfm), libffm
   synthetic_options synthetic;          // the synthetic data set and its hidden teacher
+  // File data (see models/data/dataset_cache.hpp and file_source.hpp). Paths from a job file are
+  // made absolute against the job file's folder; those from flags are relative to the working one.
+  std::vector<std::string> train_files; // paths or globs of the training data
+  std::vector<std::string> test_files;  // paths or globs; empty: hold out reading.test_fraction
+  text_format_options format;           // slots and field_starts (the format follows `source`)
+  on_error_policy on_error = on_error_policy::fail;  // a bad line stops the job, or is skipped and counted
+  file_source_options reading;          // shuffle, shuffle window, shuffle seed, held-out fraction
+  uint32_t chunk_samples = 65536;       // samples per cache chunk file
+  std::string cache_dir;                // where converted data sets go; "": $TMPDIR/satrap-cache
 };
 
 struct training_spec {
   int32_t batch_size = 512;             // samples per batch (per trainer)
   int64_t train_batches = 4000;         // training batches in all (split among the trainers)
-  int64_t test_batches = 200;           // held-out batches evaluated at the end
+  int64_t test_batches = 200;           // held-out batches evaluated at the end (file data: at most all)
+  int32_t epochs = 1;                   // file data with train_batches 0: passes over the training split
   int32_t staleness = 2;                // K: a lookup may miss the gradients of <= K earlier steps
   uint64_t seed = 7;                    // dense model initialisation
   int32_t progress_every = 20;          // steps between progress reports from each trainer
@@ -49,6 +61,11 @@ struct placement_spec {
   int32_t loaders = 2;                  // data_loader actors
   int32_t trainers = 1;                 // dense_trainer replicas (data parallel)
   int32_t partitions = 4096;            // virtual partitions that map ids to shards
+  uint64_t embedding_rows = 0;          // rows the tables will hold, for sizing; 0: slots x vocab
+  std::string shard_selector;           // labels a node needs to take shards, "k=v,k2=v2"
+  std::string aggregator_selector;      // ... to take aggregators
+  std::string loader_selector;          // ... to take loaders
+  std::string trainer_selector;         // ... to take trainers
 };
 
 struct checkpoint_spec {
@@ -88,6 +105,10 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
 // Derives the linked fields (model slots from the data, embedding dim from the model) and checks
 // what a single key cannot: call after loading and overriding.
 caf::error job_spec_finalize(job_spec& spec);
+
+// Slots and dense features per sample of the data section (after job_spec_finalize).
+int job_data_slots(const data_spec& data);
+int job_data_dense_features(const data_spec& data);
 
 // The effective spec as YAML, every key listed.
 std::string job_spec_to_yaml(const job_spec& spec);

@@ -4,13 +4,14 @@
 //   fetch(batch, split) -> DenseBatch (dense features, labels, teacher probabilities), and, before
 //                          replying, sends the batch's IdBatch to aggregator[batch % A] (see
 //                          aggregator_for_batch), where the trainer asks for the pooled embeddings.
-// Loaders are stateless over batch numbers (the synthetic generator makes any batch on demand),
-// so any loader can serve any batch and a restarted loader resumes by batch number alone.
+// Loaders are stateless over batch numbers (the batch_source makes any batch on demand: the
+// synthetic generator, or file data read from its binary cache), so any loader can serve any
+// batch and a restarted loader resumes by batch number alone: that number is its read position.
 // Threading: an actor; the generator is immutable and shared.
 #pragma once
 
 #include "actors/gradient_aggregator/gradient_aggregator.hpp"
-#include "models/data/synthetic.hpp"
+#include "models/data/batch_source.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/payload.hpp"
 
@@ -33,7 +34,7 @@ inline size_t aggregator_for_batch(int64_t batch, size_t aggregators) {
 
 struct data_loader_config {
   int32_t index = 0;                                    // index of this loader in the job
-  std::shared_ptr<const synthetic_generator> data;      // where batches come from
+  std::shared_ptr<const batch_source> data;             // where batches come from (shared, immutable)
   int32_t batch_size = 512;                             // samples per batch (per trainer)
   std::vector<gradient_aggregator_actor> aggregators;   // every aggregator of the job
 };

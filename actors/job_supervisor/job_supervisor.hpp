@@ -20,6 +20,8 @@
 #include <caf/typed_actor.hpp>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace satrap {
@@ -45,13 +47,14 @@ struct job_result {
   std::vector<double> step_losses;    // mean training loss per step (all trainers)
   std::vector<capnp_payload> params;  // DenseParams of each trainer, by rank
   int64_t embedding_rows = 0;         // rows held by the shards at the end
+  std::map<std::string, int64_t> data_skipped;  // input lines skipped (data.on_error skip), by reason
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
            x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
-           x.embedding_rows);
+           x.embedding_rows, x.data_skipped);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,

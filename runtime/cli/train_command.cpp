@@ -56,9 +56,23 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
   std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",
               spec.name.c_str(), static_cast<long long>(r.samples), r.train_seconds,
               r.samples_per_sec, static_cast<long long>(r.embedding_rows));
-  std::printf("test: auc %.4f  oracle auc %.4f  (gap %.4f)  logloss %.4f  on %lld samples\n",
-              r.test_auc, r.oracle_auc, r.oracle_auc - r.test_auc, r.test_logloss,
-              static_cast<long long>(r.test_samples));
+  if (std::isnan(r.oracle_auc))  // real data: no teacher, so no oracle
+    std::printf("test: auc %.4f  oracle auc n/a  logloss %.4f  on %lld samples\n", r.test_auc,
+                r.test_logloss, static_cast<long long>(r.test_samples));
+  else
+    std::printf("test: auc %.4f  oracle auc %.4f  (gap %.4f)  logloss %.4f  on %lld samples\n",
+                r.test_auc, r.oracle_auc, r.oracle_auc - r.test_auc, r.test_logloss,
+                static_cast<long long>(r.test_samples));
+  if (!r.data_skipped.empty()) {
+    int64_t total = 0;
+    std::string reasons;
+    for (auto& [reason, count] : r.data_skipped) {
+      total += count;
+      reasons += " " + reason + "=" + std::to_string(count);
+    }
+    std::printf("data: %lld bad input lines skipped:%s\n", static_cast<long long>(total),
+                reasons.c_str());
+  }
   if (!json)
     return;
   nlohmann::json j = {
@@ -75,6 +89,7 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     {"staleness", spec.training.staleness},
     {"trainers", spec.placement.trainers},
     {"shards", spec.placement.shards},
+    {"data_skipped", r.data_skipped},
   };
   std::printf("%s\n", j.dump().c_str());
 }

@@ -1,0 +1,95 @@
+#include "actors/job_supervisor/job_data.hpp"
+
+#include "models/data/file_source.hpp"
+#include "models/data/synthetic.hpp"
+#include "runtime/error.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace satrap {
+
+namespace {
+
+caf::expected<dataset_cache_result> convert(const job_spec& spec, const char* split,
+                                            const std::vector<std::string>& patterns) {
+  std::string error;
+  dataset_convert_options o;
+  o.files = expand_data_files(patterns, "", error);
+  if (!error.empty())
+    return make_error(errc::io_failure, std::string("data.") + split + "_files: " + error);
+  o.format = spec.data.format;
+  o.on_error = spec.data.on_error;
+  o.chunk_samples = spec.data.chunk_samples;
+  o.workers = spec.placement.loaders;
+  o.cache_root = job_data_cache_root(spec.data);
+  auto r = dataset_cache_build(o);
+  if (!r.error.empty())
+    return make_error(errc::io_failure, "data: " + r.error);
+  auto& st = r.stats;
+  spdlog::info("data_cache_{} split={} files={} samples={} lines={} parse_seconds={:.2f} dir={}",
+               r.reused ? "reused" : "built", split, o.files.size(), st.samples, st.lines,
+               st.parse_seconds, r.dir);
+  for (auto& [reason, count] : st.skipped)
+    spdlog::warn("data_lines_skipped split={} reason={} count={}", split, reason, count);
+  return r;
+}
+
+caf::expected<job_data> open_files(const job_spec& spec) {
+  job_data out;
+  auto train = convert(spec, "train", spec.data.train_files);
+  if (!train)
+    return train.error();
+  dataset_cache_result test;
+  if (!spec.data.test_files.empty()) {
+    auto t = convert(spec, "test", spec.data.test_files);
+    if (!t)
+      return t.error();
+    test = std::move(*t);
+  }
+  for (auto* r : {&*train, &test})
+    for (auto& [reason, count] : r->stats.skipped)
+      out.skipped[reason] += static_cast<int64_t>(count);
+  std::string error;
+  auto src = file_source::open(train->dir, test.dir, spec.data.reading, error);
+  if (!src)
+    return make_error(errc::io_failure, "data: " + error);
+  auto& t = spec.training;
+  const auto batch = static_cast<int64_t>(t.batch_size);
+  const auto trainers = static_cast<int64_t>(spec.placement.trainers);
+  out.train_batches = t.train_batches;
+  if (out.train_batches == 0) {
+    auto batches = (src->samples(data_split::train) * t.epochs + batch - 1) / batch;
+    out.train_batches = (batches + trainers - 1) / trainers * trainers;
+  }
+  out.test_batches = std::min(t.test_batches, (src->samples(data_split::test) + batch - 1) / batch);
+  spdlog::info("data_opened train_samples={} test_samples={} train_batches={} test_batches={}",
+               src->samples(data_split::train), src->samples(data_split::test),
+               out.train_batches, out.test_batches);
+  out.source = std::move(src);
+  return out;
+}
+
+}  // namespace
+
+std::string job_data_cache_root(const data_spec& data) {
+  if (!data.cache_dir.empty())
+    return data.cache_dir;
+  const char* tmp = std::getenv("TMPDIR");
+  auto root = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "satrap-cache";
+  return root.string();
+}
+
+caf::expected<job_data> job_data_open(const job_spec& spec) {
+  if (spec.data.source != "synthetic")
+    return open_files(spec);
+  job_data out;
+  out.source = std::make_shared<const synthetic_generator>(spec.data.synthetic);
+  out.train_batches = spec.training.train_batches;
+  out.test_batches = spec.training.test_batches;
+  return out;
+}
+
+}  // namespace satrap
