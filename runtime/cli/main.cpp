@@ -1,5 +1,6 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "runtime/cli/plan_command.hpp"
 #include "runtime/cli/train_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -18,8 +19,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   satrap::train_command train;
   train.add_to(app);
+  satrap::plan_command plan;
+  plan.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
+  if (plan.parsed())
+    return plan.run();
   return 0;
 }

@@ -1,0 +1,45 @@
+#include "runtime/cli/job_options.hpp"
+
+#include "runtime/error.hpp"
+
+namespace satrap {
+
+void job_options::add_to(CLI::App& app, bool job_required) {
+  auto* job = app.add_option("--job", job_file_,
+                             "YAML job file (sections name, model, data, training, placement, "
+                             "checkpoint); flags override it")
+                ->check(CLI::ExistingFile);
+  if (job_required)
+    job->required();
+  auto defaults = job_spec_defaults();
+  for (auto& f : job_fields()) {
+    if (f.flag.empty())
+      continue;
+    auto* opt = app.add_option("--" + f.flag, values_[f.key],
+                               f.help + " [" + f.key + ", default " + f.get(defaults) + "]");
+    opt->group("Job (override the job file)");
+    options_[f.key] = opt;
+  }
+}
+
+caf::expected<job_spec> job_options::resolve() const {
+  auto spec = job_spec_defaults();
+  if (!job_file_.empty())
+    if (auto err = job_spec_load_file(job_file_, spec))
+      return err;
+  for (auto& f : job_fields()) {
+    auto it = options_.find(f.key);
+    if (it == options_.end() || it->second->count() == 0)
+      continue;
+    auto& text = values_.at(f.key);
+    auto want = f.set(spec, text);
+    if (!want.empty())
+      return make_error(errc::invalid_config,
+                        "--" + f.flag + ": expected " + want + ", got '" + text + "'");
+  }
+  if (auto err = job_spec_finalize(spec))
+    return err;
+  return spec;
+}
+
+}  // namespace satrap
