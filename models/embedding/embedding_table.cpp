@@ -2,19 +2,15 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace satrap {
 
 namespace {
 
-constexpr size_t block_max = 32;  // ids whose slots and rows are prefetched together
-
-size_t slab_rows_for(const embedding_options& o) {
-  size_t rows = size_t{1} << 16;
-  if (o.capacity > 0) rows = std::min<size_t>(rows, (o.capacity + 63) / 64 * 64);
-  return rows;
-}
+constexpr size_t pipeline_max = 16;  // ids between the stages of a batch (see run_pipeline)
 
 uint64_t splitmix(uint64_t& state) { return mix64(state += 0x9e3779b97f4a7c15ULL); }
 
@@ -26,7 +22,7 @@ embedding_table::embedding_table(const embedding_options& options)
       step_(step_params::of(options)),
       kernels_(&sparse_kernels_select(options.simd)),
       index_(options.capacity),
-      slabs_(layout_.stride, slab_rows_for(options)),
+      slabs_(layout_.stride, row_slabs::rows_per_slab(layout_.stride, options.capacity)),
       coin_(options.seed ^ 0xa0761d6478bd642fULL),
       scratch_(static_cast<size_t>(options.dim)) {
   assert(options.dim > 0 && options.capacity < row_index::npos);
@@ -34,10 +30,6 @@ embedding_table::embedding_table(const embedding_options& options)
     sketch_.emplace_back(options.sketch_width, options.sketch_depth, options.seed);
 }
 
-size_t embedding_table::block_size() const {
-  if (options_.capacity == 0) return block_max;
-  return std::clamp<size_t>(options_.capacity / 2, 1, block_max);  // room for unpinned victims
-}
 
 embedding_counters embedding_table::counters() const {
   embedding_counters c = counters_;
@@ -107,9 +99,12 @@ bool embedding_table::admitted(uint64_t id, bool sighting) {
 }
 
 uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
-  [[maybe_unused]] size_t guard = 3 * index_.slots();
+  size_t guard = 3 * index_.slots();
   for (;;) {
-    assert(guard-- > 0 && "CLOCK found no victim: every row pinned");
+    if (guard-- == 0) {  // a bug, not an input error: every row pinned
+      std::fprintf(stderr, "embedding_table: CLOCK found no victim among %zu rows\n", index_.size());
+      std::abort();
+    }
     if (hand_ >= index_.slots()) hand_ = 0;
     size_t s = hand_++;
     uint32_t r = index_.row_at(s);
@@ -154,89 +149,107 @@ uint32_t embedding_table::admit(uint64_t id, uint64_t hash, bool sighting,
   return r;
 }
 
-void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
-  const size_t dim = layout_.dim, block = block_size();
-  uint64_t hashes[block_max];
-  uint32_t rows[block_max];
-  for (size_t b = 0; b < ids.size(); b += block) {
-    size_t n = std::min(block, ids.size() - b);
-    for (size_t k = 0; k < n; ++k) {
-      hashes[k] = row_index::hash_of(ids[b + k]);
-      index_.prefetch(hashes[k]);
+namespace {
+
+// Runs a batch through three stages, `distance` ids apart: hash the id and prefetch its index
+// slot; find (or admit) its row and prefetch the row; copy or step the row. So about 2*distance
+// random misses are in flight at any time. `resolve(j, hash, in_flight)` returns id j's row (npos:
+// none); the rows still in flight must not be evicted by it. `finish(k, row)` uses it.
+template <class Resolve, class Finish>
+void run_pipeline(std::span<const uint64_t> ids, size_t distance, const row_index& index,
+                  Resolve&& resolve, Finish&& finish) {
+  assert(distance <= pipeline_max);
+  const size_t ring = 2 * distance + 1;  // positions j-2d .. j: exactly the rows in flight
+  uint64_t hashes[2 * pipeline_max + 1];
+  uint32_t rows[2 * pipeline_max + 1];
+  std::fill(rows, rows + ring, row_index::npos);
+  const size_t n = ids.size();
+  for (size_t i = 0; i < n + 2 * distance; ++i) {
+    if (i < n) {
+      hashes[i % ring] = row_index::hash_of(ids[i]);
+      index.prefetch(hashes[i % ring]);
     }
-    for (size_t k = 0; k < n; ++k) {
-      uint32_t r = index_.find(ids[b + k], hashes[k]);
-      if (r == row_index::npos) {
-        r = admit(ids[b + k], hashes[k], true, {rows, k});
-      } else {
-        slabs_.set_referenced(r, true);
-      }
-      rows[k] = r;
-      if (r != row_index::npos) slabs_.prefetch(r);
+    if (i >= distance && i - distance < n) {
+      size_t j = i - distance;
+      rows[j % ring] = resolve(j, hashes[j % ring], std::span<const uint32_t>(rows, ring));
     }
-    for (size_t k = 0; k < n; ++k) {
-      float* dst = out + (b + k) * dim;
-      if (rows[k] != row_index::npos) {
-        read_row(rows[k], dst);
-      } else {
-        embedding_init_row(options_, ids[b + k], dst);
-        ++counters_.not_admitted_lookups;
-      }
+    if (i >= 2 * distance) {
+      size_t k = i - 2 * distance;
+      finish(k, rows[k % ring]);
+      rows[k % ring] = row_index::npos;  // done: no longer pinned
     }
   }
+}
+
+}  // namespace
+
+size_t embedding_table::pipeline_distance() const {
+  if (options_.capacity == 0) return pipeline_max;
+  // At most 2*distance rows are in flight (pinned): leave most of a small table evictable.
+  return std::min<size_t>((options_.capacity - 1) / 4, pipeline_max);
+}
+
+void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
+  const size_t dim = layout_.dim;
+  run_pipeline(
+    ids, pipeline_distance(), index_,
+    [&](size_t j, uint64_t hash, std::span<const uint32_t> in_flight) {
+      uint32_t r = index_.find(ids[j], hash);
+      if (r == row_index::npos)
+        r = admit(ids[j], hash, true, in_flight);
+      else
+        slabs_.set_referenced(r, true);
+      if (r != row_index::npos) slabs_.prefetch(r);
+      return r;
+    },
+    [&](size_t k, uint32_t r) {
+      if (r != row_index::npos) {
+        read_row(r, out + k * dim);
+      } else {
+        embedding_init_row(options_, ids[k], out + k * dim);
+        ++counters_.not_admitted_lookups;
+      }
+    });
   counters_.lookups += ids.size();
 }
 
 void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
   const size_t dim = layout_.dim;
-  uint64_t hashes[block_max];
-  uint32_t rows[block_max];
-  for (size_t b = 0; b < ids.size(); b += block_max) {
-    size_t n = std::min(block_max, ids.size() - b);
-    for (size_t k = 0; k < n; ++k) {
-      hashes[k] = row_index::hash_of(ids[b + k]);
-      index_.prefetch(hashes[k]);
-    }
-    for (size_t k = 0; k < n; ++k) {
-      rows[k] = index_.find(ids[b + k], hashes[k]);
-      if (rows[k] != row_index::npos) slabs_.prefetch(rows[k]);
-    }
-    for (size_t k = 0; k < n; ++k) {
-      if (rows[k] != row_index::npos)
-        read_row(rows[k], out + (b + k) * dim);
+  run_pipeline(
+    ids, pipeline_max, index_,
+    [&](size_t j, uint64_t hash, std::span<const uint32_t>) {
+      uint32_t r = index_.find(ids[j], hash);
+      if (r != row_index::npos) slabs_.prefetch(r);
+      return r;
+    },
+    [&](size_t k, uint32_t r) {
+      if (r != row_index::npos)
+        read_row(r, out + k * dim);
       else
-        embedding_init_row(options_, ids[b + k], out + (b + k) * dim);
-    }
-  }
+        embedding_init_row(options_, ids[k], out + k * dim);
+    });
   counters_.lookups += ids.size();
 }
 
 void embedding_table::update(std::span<const uint64_t> ids, const float* grads) {
-  const size_t dim = layout_.dim, block = block_size();
+  const size_t dim = layout_.dim;
   const bool create = options_.admission == admission_kind::all;
-  uint64_t hashes[block_max];
-  uint32_t rows[block_max];
-  for (size_t b = 0; b < ids.size(); b += block) {
-    size_t n = std::min(block, ids.size() - b);
-    for (size_t k = 0; k < n; ++k) {
-      hashes[k] = row_index::hash_of(ids[b + k]);
-      index_.prefetch(hashes[k]);
-    }
-    for (size_t k = 0; k < n; ++k) {
-      uint32_t r = index_.find(ids[b + k], hashes[k]);
-      if (r == row_index::npos && create) r = admit(ids[b + k], hashes[k], false, {rows, k});
-      rows[k] = r;
+  run_pipeline(
+    ids, pipeline_distance(), index_,
+    [&](size_t j, uint64_t hash, std::span<const uint32_t> in_flight) {
+      uint32_t r = index_.find(ids[j], hash);
+      if (r == row_index::npos && create) r = admit(ids[j], hash, false, in_flight);
       if (r != row_index::npos) slabs_.prefetch(r);
-    }
-    for (size_t k = 0; k < n; ++k) {
-      if (rows[k] == row_index::npos) {
+      return r;
+    },
+    [&](size_t k, uint32_t r) {
+      if (r == row_index::npos) {
         ++counters_.not_admitted_gradients;
-        continue;
+        return;
       }
-      step_row(rows[k], grads + (b + k) * dim);
+      step_row(r, grads + k * dim);
       ++counters_.updates;
-    }
-  }
+    });
 }
 
 }  // namespace satrap

@@ -9,16 +9,16 @@
 // (8 more bytes per row with 32-bit links, and a write to two other rows on every hit), which
 // alone would spend half the memory budget, and its pointer chasing defeats the batched
 // prefetching. CLOCK needs one `referenced` bit per row, set on every hit; the hand sweeps the
-// index's slots, clears set bits and evicts the first row it finds clear. Rows touched in the
-// batch block being processed are never victims.
+// index's slots, clears set bits and evicts the first row it finds clear.
 //
 // Admission: a lookup of an unseen id creates its row only when admitted (see embedding_options);
 // otherwise it reads as the initial row. An update of an absent id creates its row when
 // admission is `all` (and the table has room); otherwise the gradient is dropped and counted in
 // not_admitted_gradients, never lost silently.
 //
-// Batches are processed in blocks: hash and prefetch every index slot of the block, then find
-// the rows and prefetch them, then copy or step. Kernels (AVX2 or scalar) are chosen at run time.
+// Batches run through a software pipeline: hash an id and prefetch its index slot, find its row
+// 16 ids later and prefetch the row, copy or step it 16 ids after that; rows in flight are never
+// eviction victims. Kernels (AVX2 or scalar) are chosen at run time.
 // Threading: not thread-safe: one owner (an embedding_shard actor, or the reference loop).
 #pragma once
 
@@ -91,7 +91,7 @@ class embedding_table {
   void init_row(uint64_t id, uint32_t r);
   void read_row(uint32_t r, float* out) const;
   void step_row(uint32_t r, const float* grad);
-  size_t block_size() const;
+  size_t pipeline_distance() const;
 
   embedding_options options_;
   row_layout layout_;

@@ -5,7 +5,7 @@
 // allocation and no tombstones (erase shifts the probe run back). The slot count need not be a
 // power of two (home = (hash * slots) >> 64), so a table sized for its capacity holds up to
 // max_load = 0.8 of it: 15 bytes per row at worst when full, about 1/4.5 of a dim-16 fp32 row with
-// row-wise Adagrad. Linear probing keeps a lookup to one or two cache lines, which the batched
+// row-wise Adagrad. The slots sit on huge pages (huge_pages.hpp). Linear probing keeps a lookup to one or two cache lines, which the batched
 // callers prefetch.
 // Threading: not thread-safe; one owner.
 #pragma once
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "models/embedding/huge_pages.hpp"
 #include "models/embedding/id_map.hpp"
 
 namespace satrap {
@@ -29,7 +30,11 @@ class row_index {
   size_t home_of(uint64_t hash) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * slots_n_) >> 64);
   }
-  void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[home_of(hash)]); }
+  void prefetch(uint64_t hash) const {  // the home slot and the next (a slot may straddle lines)
+    const auto* p = reinterpret_cast<const char*>(&slots_[home_of(hash)]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 2 * sizeof(slot) - 1);
+  }
 
   uint32_t find(uint64_t id, uint64_t hash) const;  // npos when absent
   uint32_t find(uint64_t id) const { return find(id, hash_of(id)); }
@@ -43,7 +48,7 @@ class row_index {
 
   size_t size() const { return size_; }
   size_t slots() const { return slots_n_; }
-  size_t bytes() const { return slots_n_ * sizeof(slot); }
+  size_t bytes() const { return huge_alloc_size(slots_n_ * sizeof(slot)); }
   // Slot access for sweeps (CLOCK, snapshots): npos row = empty.
   uint32_t row_at(size_t slot) const { return slots_[slot].row; }
   uint64_t id_at(size_t slot) const { return slots_[slot].id(); }
@@ -58,7 +63,10 @@ class row_index {
   size_t slots_for(size_t rows) const;
   void rehash(size_t slots);
 
-  std::unique_ptr<slot[]> slots_;
+  struct slots_free {
+    void operator()(slot* p) const { huge_free(p); }
+  };
+  std::unique_ptr<slot[], slots_free> slots_;
   size_t slots_n_ = 0;
   size_t size_ = 0;
 };

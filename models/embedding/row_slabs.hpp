@@ -1,9 +1,12 @@
 // Rows in large contiguous slabs: row r lives at slab r / rows_per_slab, so a row costs its bytes
 // and nothing else (no heap allocation per row, no pointer per row), and row numbers stay stable
 // while the store grows. Two bits per row ride beside the slabs: `referenced` (CLOCK) and
-// `changed` (since the last snapshot). Threading: not thread-safe; one owner.
+// `changed` (since the last snapshot). Slabs are up to 8 MiB on huge pages (huge_pages.hpp), so a
+// slab holds a row count that is not a power of two; row -> slab divides by a precomputed
+// reciprocal. Threading: not thread-safe; one owner.
 #pragma once
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -11,18 +14,28 @@
 #include <new>
 #include <vector>
 
+#include "models/embedding/huge_pages.hpp"
+
 namespace satrap {
 
 class row_slabs {
  public:
-  row_slabs(size_t stride, size_t rows_per_slab) : stride_(stride), per_slab_(rows_per_slab) {
+  row_slabs(size_t stride, size_t rows_per_slab)
+      : stride_(stride), per_slab_(rows_per_slab), inverse_(~uint64_t{0} / rows_per_slab + 1) {
     assert(stride > 0 && rows_per_slab > 0 && rows_per_slab % 64 == 0);
+  }
+
+  // Rows per slab for a table of `capacity` rows (0 = unbounded): slabs of at most 8 MiB.
+  static size_t rows_per_slab(size_t stride, uint64_t capacity) {
+    size_t rows = std::max<size_t>(64, (size_t{8} << 20) / stride / 64 * 64);
+    if (capacity > 0) rows = std::min<size_t>(rows, (capacity + 63) / 64 * 64);
+    return rows;
   }
 
   // Makes room for rows [0, rows): allocates whole slabs.
   void ensure(size_t rows) {
     while (slabs_.size() * per_slab_ < rows) {
-      slabs_.emplace_back(static_cast<std::byte*>(::operator new(per_slab_ * stride_, std::align_val_t{64})));
+      slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)));
       referenced_.resize(slabs_.size() * per_slab_ / 64, 0);
       changed_.resize(slabs_.size() * per_slab_ / 64, 0);
     }
@@ -33,9 +46,13 @@ class row_slabs {
     changed_.clear();
   }
 
-  std::byte* row(uint32_t r) { return slabs_[r / per_slab_].get() + (r % per_slab_) * stride_; }
+  std::byte* row(uint32_t r) {
+    size_t s = slab_of(r);
+    return slabs_[s].get() + (r - s * per_slab_) * stride_;
+  }
   const std::byte* row(uint32_t r) const {
-    return slabs_[r / per_slab_].get() + (r % per_slab_) * stride_;
+    size_t s = slab_of(r);
+    return slabs_[s].get() + (r - s * per_slab_) * stride_;
   }
   void prefetch(uint32_t r) const {
     const auto* p = row(r);
@@ -52,19 +69,25 @@ class row_slabs {
   size_t stride() const { return stride_; }
   size_t capacity_rows() const { return slabs_.size() * per_slab_; }
   size_t bytes() const {
-    return slabs_.size() * per_slab_ * stride_ + (referenced_.capacity() + changed_.capacity()) * 8;
+    return slabs_.size() * huge_alloc_size(per_slab_ * stride_)
+           + (referenced_.capacity() + changed_.capacity()) * 8;
   }
 
  private:
   struct slab_free {
-    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{64}); }
+    void operator()(std::byte* p) const { huge_free(p); }
   };
+  // r / per_slab_ for any 32-bit r (Lemire, Kaser, Kurz 2019: exact with a 64-bit reciprocal).
+  size_t slab_of(uint32_t r) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(inverse_) * r) >> 64);
+  }
   static void set_bit(std::vector<uint64_t>& bits, uint32_t r, bool on) {
     uint64_t m = uint64_t{1} << (r % 64);
     bits[r / 64] = on ? (bits[r / 64] | m) : (bits[r / 64] & ~m);
   }
 
   size_t stride_, per_slab_;
+  uint64_t inverse_;  // 2^64 / per_slab_, rounded up
   std::vector<std::unique_ptr<std::byte, slab_free>> slabs_;
   std::vector<uint64_t> referenced_, changed_;
 };

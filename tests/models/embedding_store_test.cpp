@@ -303,8 +303,10 @@ TEST_CASE("store: under CLOCK a hot set survives a stream of cold ids") {
 }
 
 TEST_CASE("store: a batch larger than the capacity still answers every id with its own row") {
+  for (uint64_t capacity : {1, 2, 3, 8, 64}) {
+  CAPTURE(capacity);
   auto o = small_options(sparse_optimizer_kind::sgd, 3);
-  o.capacity = 8;
+  o.capacity = capacity;
   embedding_table t(o);
   std::vector<uint64_t> ids(100);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = 77 + i * 13;
@@ -314,11 +316,12 @@ TEST_CASE("store: a batch larger than the capacity still answers every id with i
     embedding_init_row(o, ids[i], want.data());
     CHECK(std::equal(want.begin(), want.end(), out.begin() + i * 3));
   }
-  CHECK(t.size() == 8);
+  CHECK(t.size() == capacity);
   std::vector<float> g(300, 0.5f);
   t.update(ids, g.data());  // every gradient applied: absent ids re-admitted, others evicted
   CHECK(t.counters().updates == 100);
   CHECK(t.counters().not_admitted_gradients == 0);
+  }
 }
 
 TEST_CASE("store: eviction none refuses new ids when full and counts their gradients") {

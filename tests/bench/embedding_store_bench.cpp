@@ -1,0 +1,216 @@
+// Benchmark of the embedding store (issue 3): lookups/s and updates/s as a fraction of a flat
+// array's gather / scatter of the same ids (the memory limit: no index at all), bytes per row
+// relative to the payload, and the same figures for std::unordered_map as a floor.
+//
+// Defaults: 10M rows, dim 16, fp32, row-wise Adagrad (payload 68 bytes per row), Zipf(1.1) ids
+// (ranks scattered over the id space) in batches of 65,536 distinct ids (the shard sees de-duplicated
+// ids). The three stores run interleaved, rep after rep; figures are medians over reps.
+// Usage: embedding_store_bench [rows] [batches] [reps] [simd: auto|scalar]
+// Last line: key=value pairs, among them lookup_ratio=, update_ratio=, bytes_ratio=.
+#include "models/embedding/embedding_table.hpp"
+#include "models/embedding/huge_pages.hpp"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+using namespace satrap;
+
+namespace {
+
+constexpr int dim = 16;
+constexpr size_t batch_ids = 65536;
+constexpr size_t row_floats = dim + 1;  // weights + the row-wise Adagrad accumulator
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+size_t heap_bytes() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Batches of distinct ids: Zipf(1.1) ranks by inverse CDF, scattered by an affine bijection.
+std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, uint64_t seed) {
+  std::vector<double> cdf(rows);
+  double sum = 0;
+  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, sum);
+  std::vector<uint8_t> seen(rows, 0);
+  std::vector<std::vector<uint64_t>> out(batches);
+  size_t draws = 0;
+  for (auto& b : out) {
+    std::fill(seen.begin(), seen.end(), 0);
+    while (b.size() < std::min(batch_ids, rows)) {
+      auto rank = static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
+      uint64_t id = (rank * 2654435761ULL + 12345) % rows;  // odd, not a multiple of 5: a bijection
+      ++draws;
+      if (!seen[id]) {
+        seen[id] = 1;
+        b.push_back(id);
+      }
+    }
+  }
+  std::printf("batches: %zu x %zu distinct ids from %zu Zipf(1.1) draws\n", batches, batch_ids, draws);
+  return out;
+}
+
+struct timing {
+  std::vector<double> lookup_s, update_s;
+};
+
+// The flat array gets huge pages too, as the store's slabs do: the ratio then measures the index
+// and the row indirection, not the page size.
+struct flat_store {
+  explicit flat_store(size_t n, const sparse_kernels* kernels, step_params params)
+      : rows(static_cast<float*>(huge_alloc(n * row_floats * sizeof(float)))), k(kernels), p(params) {}
+  ~flat_store() { huge_free(rows); }
+  float* rows;
+  const sparse_kernels* k;
+  step_params p;
+  void lookup(const std::vector<uint64_t>& ids, float* out) const {
+    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim, &rows[ids[i] * row_floats], dim * 4);
+  }
+  void update(const std::vector<uint64_t>& ids, const float* g) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float* r = &rows[ids[i] * row_floats];
+      k->step(p, r, r + dim, g + i * dim);
+    }
+  }
+};
+
+struct row_struct {
+  float v[row_floats];
+};
+
+struct map_store {
+  std::unordered_map<uint64_t, row_struct> map;
+  const sparse_kernels* k;
+  step_params p;
+  void lookup(const std::vector<uint64_t>& ids, float* out) const {
+    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim, map.find(ids[i])->second.v, dim * 4);
+  }
+  void update(const std::vector<uint64_t>& ids, const float* g) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float* r = map.find(ids[i])->second.v;
+      k->step(p, r, r + dim, g + i * dim);
+    }
+  }
+};
+
+template <class S>
+void run_once(S& s, const std::vector<std::vector<uint64_t>>& batches, const std::vector<float>& g,
+              std::vector<float>& out, timing& t, double& checksum) {
+  double t0 = now_s();
+  for (auto& b : batches) {
+    s.lookup(b, out.data());
+    checksum += out[7];
+  }
+  double t1 = now_s();
+  for (auto& b : batches) s.update(b, g.data());
+  double t2 = now_s();
+  t.lookup_s.push_back(t1 - t0);
+  t.update_s.push_back(t2 - t1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t rows = argc > 1 ? std::stoull(argv[1]) : 10'000'000;
+  size_t nbatches = argc > 2 ? std::stoull(argv[2]) : 8;
+  int reps = argc > 3 ? std::stoi(argv[3]) : 5;
+  bool scalar = argc > 4 && std::string(argv[4]) == "scalar";
+
+  embedding_options o;
+  o.dim = dim;
+  o.optimizer = sparse_optimizer_kind::rowwise_adagrad;
+  o.learning_rate = 0.01f;
+  o.capacity = rows;
+  o.simd = scalar ? simd_choice::scalar : simd_choice::automatic;
+  const double payload = dim * 4 + 4;
+
+  auto batches = make_batches(rows, nbatches, 20240611);
+  std::vector<float> g(batch_ids * dim), out(batch_ids * dim);
+  std::mt19937 grng(7);
+  for (auto& x : g) x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
+
+  size_t h0 = heap_bytes();
+  double t0 = now_s();
+  embedding_table store(o);
+  {
+    std::vector<uint64_t> ids(batch_ids);
+    for (size_t b = 0; b < rows; b += batch_ids) {
+      size_t n = std::min(batch_ids, rows - b);
+      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      store.lookup({ids.data(), n}, out.data());
+    }
+  }
+  double fill_store = now_s() - t0;
+  size_t store_heap = heap_bytes() - h0;
+  auto c = store.counters();
+
+  flat_store flat(rows, &sparse_kernels_select(o.simd), step_params::of(o));
+  for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, &flat.rows[r * row_floats]);
+
+  size_t h1 = heap_bytes();
+  t0 = now_s();
+  map_store umap{{}, flat.k, flat.p};
+  umap.map.reserve(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    row_struct rs{};
+    embedding_init_row(o, r, rs.v);
+    umap.map.emplace(r, rs);
+  }
+  double fill_map = now_s() - t0;
+  size_t map_heap = heap_bytes() - h1;
+
+  std::printf("store: %zu rows, kernels %s, %llu bytes (%.1f per row, payload %.0f), filled in %.2f s\n",
+              store.size(), store.kernels_name(), (unsigned long long)c.bytes, double(c.bytes) / rows,
+              payload, fill_store);
+  std::printf("unordered_map: %zu rows, %zu heap bytes (%.1f per row), filled in %.2f s\n",
+              umap.map.size(), map_heap, double(map_heap) / rows, fill_map);
+
+  timing tf, ts, tm;
+  double sink = 0;
+  for (int r = 0; r < reps; ++r) {  // interleaved: each rep runs all three on the same ids
+    run_once(flat, batches, g, out, tf, sink);
+    run_once(store, batches, g, out, ts, sink);
+    run_once(umap, batches, g, out, tm, sink);
+    std::printf("rep %d: lookup s flat %.4f store %.4f umap %.4f | update s flat %.4f store %.4f umap %.4f\n",
+                r, tf.lookup_s.back(), ts.lookup_s.back(), tm.lookup_s.back(), tf.update_s.back(),
+                ts.update_s.back(), tm.update_s.back());
+  }
+  const double ids_per_rep = double(nbatches) * batch_ids;
+  auto rate = [&](const std::vector<double>& s) { return ids_per_rep / median(s); };
+  double fl = rate(tf.lookup_s), fu = rate(tf.update_s), sl = rate(ts.lookup_s), su = rate(ts.update_s),
+         ml = rate(tm.lookup_s), mu = rate(tm.update_s);
+  std::printf("%-14s %14s %14s\n", "", "lookups/s", "updates/s");
+  std::printf("%-14s %14.3e %14.3e\n", "flat array", fl, fu);
+  std::printf("%-14s %14.3e %14.3e\n", "store", sl, su);
+  std::printf("%-14s %14.3e %14.3e\n", "unordered_map", ml, mu);
+  std::printf("(checksum %g)\n", sink);
+  std::printf("rows=%zu dim=%d batch=%zu batches=%zu reps=%d kernels=%s flat_lookups_per_s=%.4g "
+              "flat_updates_per_s=%.4g store_lookups_per_s=%.4g store_updates_per_s=%.4g "
+              "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g lookup_ratio=%.3f update_ratio=%.3f "
+              "bytes_ratio=%.3f store_heap_bytes_ratio=%.3f umap_lookup_ratio=%.3f "
+              "umap_update_ratio=%.3f umap_bytes_ratio=%.3f\n",
+              rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu,
+              sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_heap) / (rows * payload),
+              ml / fl, mu / fu, double(map_heap) / (rows * payload));
+  return 0;
+}
