@@ -21,6 +21,11 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<dense_trainer_actor>("satrap::dense_trainer_actor");
   cfg.add_message_type<progress_sink_actor>("satrap::progress_sink_actor");
   cfg.add_message_type<job_supervisor_actor>("satrap::job_supervisor_actor");
+  cfg.add_message_type<node_agent_actor>("satrap::node_agent_actor");
+  cfg.add_message_type<std::vector<embedding_shard_actor>>("std::vector<satrap::embedding_shard_actor>");
+  cfg.add_message_type<std::vector<gradient_aggregator_actor>>(
+    "std::vector<satrap::gradient_aggregator_actor>");
+  cfg.add_message_type<std::vector<data_loader_actor>>("std::vector<satrap::data_loader_actor>");
   cfg.add_error_category(caf::atom("satrap"),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            auto text = std::string(to_string(static_cast<errc>(code)));
@@ -33,6 +38,9 @@ void register_types(caf::actor_system_config& cfg) {
 satrap_config::satrap_config() {
   register_types(*this);
   load<caf::io::middleman>();
+  // Nodes that learn of each other's actors through the head connect directly instead of
+  // routing every lookup through the head.
+  set("middleman.enable-automatic-connections", true);
 }
 
 }  // namespace satrap

@@ -18,5 +18,20 @@ using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using params_atom = caf::atom_constant<caf::atom("params")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
+// Cluster runtime.
+using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
+using shard_atom = caf::atom_constant<caf::atom("shard")>;
+using aggregator_atom = caf::atom_constant<caf::atom("aggregator")>;
+using loader_atom = caf::atom_constant<caf::atom("loader")>;
+using trainer_atom = caf::atom_constant<caf::atom("trainer")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+using ended_atom = caf::atom_constant<caf::atom("ended")>;
 
 }  // namespace satrap

@@ -21,7 +21,8 @@ using clock_type = std::chrono::steady_clock;
 
 struct supervisor_state {
   job_supervisor_config config;
-  job_data data;  // the batch source and the plan's batch counts
+  job_data data;         // the batch source and the plan's batch counts
+  std::string job_yaml;  // the spec as the node agents receive it
   std::vector<embedding_shard_actor> shards;
   std::vector<gradient_aggregator_actor> aggregators;
   std::vector<data_loader_actor> loaders;
@@ -40,55 +41,60 @@ struct supervisor_state {
 
 using self_ptr = job_supervisor_actor::stateful_pointer<supervisor_state>;
 
+void start_training(self_ptr self);
+
+void spawn_failed(self_ptr self, const char* role, const caf::error& e) {
+  auto& st = self->state;
+  spdlog::error("job_failed stage=spawn role={} error=\"{}\"", role, error_text(e));
+  if (st.done->pending())
+    st.done->deliver(make_error(errc::peer_failure,
+                                std::string("spawning ") + role + ": " + error_text(e)));
+}
+
+node_agent_actor& node_for(supervisor_state& st, const std::vector<uint32_t>& where, size_t i) {
+  return st.config.nodes[where.empty() ? 0 : where[i]];
+}
+
+// Spawns `count` actors of one role through the node agents, in parallel; `next` runs once all
+// handles are in `out` (by index).
+template <class Handle, class Role, class Next, class... Ts>
+void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
+                const std::vector<uint32_t>& where, std::vector<Handle>& out, Next next,
+                const Ts&... xs) {
+  auto& st = self->state;
+  out.assign(static_cast<size_t>(count), Handle{});
+  auto left = std::make_shared<int32_t>(count);
+  for (int32_t i = 0; i < count; ++i)
+    self->request(node_for(st, where, static_cast<size_t>(i)), st.config.spawn_timeout,
+                  spawn_atom::value, role, st.job_yaml, i, xs...)
+      .then(
+        [self, &out, i, left, next](Handle& h) {
+          self->link_to(h);
+          out[static_cast<size_t>(i)] = std::move(h);
+          if (--*left == 0)
+            next();
+        },
+        [self, name](const caf::error& e) { spawn_failed(self, name, e); });
+}
+
 void spawn_children(self_ptr self) {
   auto& st = self->state;
-  auto& spec = st.config.spec;
-  auto& sys = self->system();
-  auto& pl = spec.placement;
-  for (int32_t s = 0; s < pl.shards; ++s) {
-    embedding_shard_config c{s, spec.model.embedding};
-    st.shards.push_back(spawn_embedding_shard(sys, c));
-  }
-  auto partitions = partition_map::uniform(static_cast<uint32_t>(pl.partitions),
-                                           static_cast<uint32_t>(pl.shards));
-  for (int32_t a = 0; a < pl.aggregators; ++a) {
-    gradient_aggregator_config c;
-    c.index = a;
-    c.dim = spec.model.dlrm.dim;
-    c.pool = spec.model.pool;
-    c.shards = st.shards;
-    c.partitions = partitions;
-    st.aggregators.push_back(spawn_gradient_aggregator(sys, c));
-  }
-  for (int32_t l = 0; l < pl.loaders; ++l)
-    st.loaders.push_back(
-      spawn_data_loader(sys, {l, st.data.source, spec.training.batch_size, st.aggregators}));
-  std::vector<caf::actor> peers;
-  for (int32_t t = 0; t < pl.trainers; ++t) {
-    dense_trainer_config c;
-    c.rank = t;
-    c.world = pl.trainers;
-    c.model = spec.model.dlrm;
-    c.optimizer = spec.model.dense;
-    c.seed = spec.training.seed;
-    c.batch_size = spec.training.batch_size;
-    c.loaders = st.loaders;
-    c.aggregators = st.aggregators;
-    c.progress = caf::actor_cast<progress_sink_actor>(self);
-    c.progress_every = spec.training.progress_every;
-    st.trainers.push_back(spawn_dense_trainer(sys, c));
-    peers.push_back(caf::actor_cast<caf::actor>(st.trainers.back()));
-  }
-  for (auto& t : st.trainers)
-    self->send(t, peers_atom::value, peers);
-  auto link = [self](const auto& xs) {
-    for (auto& x : xs)
-      self->link_to(x);
-  };
-  link(st.shards);
-  link(st.aggregators);
-  link(st.loaders);
-  link(st.trainers);
+  auto& pl = st.config.spec.placement;
+  auto& where = st.config.placement;
+  spawn_role(self, shard_atom::value, "embedding_shard", pl.shards, where.shards, st.shards, [=] {
+    auto& st = self->state;
+    spawn_role(self, aggregator_atom::value, "gradient_aggregator", pl.aggregators,
+               where.aggregators, st.aggregators, [=] {
+      auto& st = self->state;
+      spawn_role(self, loader_atom::value, "data_loader", pl.loaders, where.loaders, st.loaders,
+                 [=] {
+        auto& st = self->state;
+        spawn_role(self, trainer_atom::value, "dense_trainer", pl.trainers, where.trainers,
+                   st.trainers, [=] { start_training(self); }, st.loaders, st.aggregators,
+                   caf::actor_cast<progress_sink_actor>(self));
+      }, st.aggregators);
+    }, st.shards);
+  });
 }
 
 void on_progress(self_ptr self, const progress_report& r) {
@@ -179,7 +185,23 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
     return *st.done;
   }
   st.data = std::move(*data);
+  st.job_yaml = job_spec_to_yaml(spec);
+  if (st.config.nodes.empty()) {  // embedded: one in-process agent, ended with the job
+    st.config.nodes.push_back(spawn_node_agent(self->system(), {"local"}));
+    self->link_to(st.config.nodes.back());
+  }
   spawn_children(self);
+  return *st.done;
+}
+
+void start_training(self_ptr self) {
+  auto& st = self->state;
+  auto& spec = st.config.spec;
+  std::vector<caf::actor> peers;
+  for (auto& t : st.trainers)
+    peers.push_back(caf::actor_cast<caf::actor>(t));
+  for (auto& t : st.trainers)
+    self->send(t, peers_atom::value, peers);
   st.trainer_steps.assign(st.trainers.size(), 0);
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   train_plan plan;
@@ -188,10 +210,10 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   plan.staleness = spec.training.staleness;
   st.progress.steps_total = plan.steps;
   spdlog::info("job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
-               "staleness={} batch_size={}",
+               "staleness={} batch_size={} nodes={}",
                spec.name, spec.placement.shards, spec.placement.aggregators,
                spec.placement.loaders, spec.placement.trainers, plan.steps, plan.staleness,
-               spec.training.batch_size);
+               spec.training.batch_size, st.config.nodes.size());
   for (auto& t : st.trainers)
     self->request(t, caf::infinite, run_atom::value, plan)
       .then(
@@ -206,7 +228,6 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
           if (self->state.done->pending())  // the first failure is the reason
             self->state.done->deliver(e);
         });
-  return *st.done;
 }
 
 job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,

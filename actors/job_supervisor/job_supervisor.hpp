@@ -3,13 +3,14 @@
 // Protocol:
 //   run()                      -> job_result, once every trainer has trained and evaluated.
 //   progress(progress_report)  from the trainers; summed into job_progress for the observer.
-// It spawns shards, then aggregators (given every shard and the partition map), then loaders
-// (given every aggregator), then trainers (given loaders and aggregators, and each other as
-// peers). Its children are linked to it: when it ends, they end.
+// Through the node agents of the placement it spawns shards, then aggregators (given every
+// shard), then loaders (given every aggregator), then trainers (given loaders, aggregators, and
+// each other as peers). Its children are linked to it: when it ends, they end.
 // Threading: an actor. The observer callback runs inside it, one call at a time.
 #pragma once
 
 #include "actors/dense_trainer/dense_trainer.hpp"
+#include "actors/node_agent/node_agent.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/payload.hpp"
@@ -60,9 +61,17 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
                                               caf::reacts_to<progress_atom, progress_report>>;
 
+// Where each actor runs: for each role, the index into `nodes` of each of its actors.
+struct job_placement {
+  std::vector<uint32_t> shards, aggregators, loaders, trainers;
+};
+
 struct job_supervisor_config {
   job_spec spec;                                       // finalised (job_spec_finalize)
   std::function<void(const job_progress&)> observer;   // may be empty
+  std::vector<node_agent_actor> nodes;                 // empty: one in-process agent
+  job_placement placement;                             // empty lists: everything on nodes[0]
+  caf::duration spawn_timeout{std::chrono::seconds(120)};  // per spawn request
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,

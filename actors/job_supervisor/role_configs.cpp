@@ -1,0 +1,39 @@
+#include "actors/job_supervisor/role_configs.hpp"
+
+namespace satrap {
+
+embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
+  return {index, spec.model.embedding};
+}
+
+gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index,
+                                             std::vector<embedding_shard_actor> shards) {
+  gradient_aggregator_config c;
+  c.index = index;
+  c.dim = spec.model.dlrm.dim;
+  c.pool = spec.model.pool;
+  c.partitions = partition_map::uniform(static_cast<uint32_t>(spec.placement.partitions),
+                                        static_cast<uint32_t>(shards.size()));
+  c.shards = std::move(shards);
+  return c;
+}
+
+dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
+                                    std::vector<data_loader_actor> loaders,
+                                    std::vector<gradient_aggregator_actor> aggregators,
+                                    progress_sink_actor progress) {
+  dense_trainer_config c;
+  c.rank = rank;
+  c.world = spec.placement.trainers;
+  c.model = spec.model.dlrm;
+  c.optimizer = spec.model.dense;
+  c.seed = spec.training.seed;
+  c.batch_size = spec.training.batch_size;
+  c.loaders = std::move(loaders);
+  c.aggregators = std::move(aggregators);
+  c.progress = std::move(progress);
+  c.progress_every = spec.training.progress_every;
+  return c;
+}
+
+}  // namespace satrap

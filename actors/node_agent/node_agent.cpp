@@ -1,0 +1,101 @@
+#include "actors/node_agent/node_agent.hpp"
+
+#include "actors/job_supervisor/job_data.hpp"
+#include "actors/job_supervisor/role_configs.hpp"
+#include "runtime/error.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+namespace satrap {
+
+namespace {
+
+struct agent_state {
+  node_agent_config config;
+  std::map<std::string, job_spec> specs;  // by job YAML: parsed once per job
+  std::map<std::string, job_data> data;   // by job YAML: opened once per job, for loaders
+  static inline const char* name = "node_agent";
+};
+
+using self_ptr = node_agent_actor::stateful_pointer<agent_state>;
+
+caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml) {
+  auto it = st.specs.find(yaml);
+  if (it != st.specs.end())
+    return &it->second;
+  auto spec = job_spec_defaults();
+  if (auto err = job_spec_load_text(yaml, "job", spec))
+    return err;
+  if (auto err = job_spec_finalize(spec))
+    return err;
+  return &st.specs.emplace(yaml, std::move(spec)).first->second;
+}
+
+void log_spawn(self_ptr self, const char* role, int32_t index) {
+  spdlog::debug("actor_spawned node={} role={} index={}", self->state.config.node, role, index);
+}
+
+}  // namespace
+
+node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_config& config) {
+  return sys.spawn([config](self_ptr self) -> node_agent_actor::behavior_type {
+    self->state.config = config;
+    return {
+      [self](spawn_atom, shard_atom, const std::string& yaml,
+             int32_t index) -> caf::result<embedding_shard_actor> {
+        auto spec = spec_of(self->state, yaml);
+        if (!spec)
+          return spec.error();
+        auto h = spawn_embedding_shard(self->system(), shard_config(**spec, index));
+        log_spawn(self, "embedding_shard", index);
+        return h;
+      },
+      [self](spawn_atom, aggregator_atom, const std::string& yaml, int32_t index,
+             std::vector<embedding_shard_actor>& shards) -> caf::result<gradient_aggregator_actor> {
+        auto spec = spec_of(self->state, yaml);
+        if (!spec)
+          return spec.error();
+        auto h = spawn_gradient_aggregator(self->system(),
+                                           aggregator_config(**spec, index, std::move(shards)));
+        log_spawn(self, "gradient_aggregator", index);
+        return h;
+      },
+      [self](spawn_atom, loader_atom, const std::string& yaml, int32_t index,
+             std::vector<gradient_aggregator_actor>& aggs) -> caf::result<data_loader_actor> {
+        auto& st = self->state;
+        auto spec = spec_of(st, yaml);
+        if (!spec)
+          return spec.error();
+        auto it = st.data.find(yaml);
+        if (it == st.data.end()) {
+          auto data = job_data_open(**spec);
+          if (!data)
+            return data.error();
+          it = st.data.emplace(yaml, std::move(*data)).first;
+        }
+        data_loader_config c{index, it->second.source, (*spec)->training.batch_size,
+                             std::move(aggs)};
+        auto h = spawn_data_loader(self->system(), c);
+        log_spawn(self, "data_loader", index);
+        return h;
+      },
+      [self](spawn_atom, trainer_atom, const std::string& yaml, int32_t rank,
+             std::vector<data_loader_actor>& loaders, std::vector<gradient_aggregator_actor>& aggs,
+             progress_sink_actor& sink) -> caf::result<dense_trainer_actor> {
+        auto spec = spec_of(self->state, yaml);
+        if (!spec)
+          return spec.error();
+        auto h = spawn_dense_trainer(self->system(),
+                                     trainer_config(**spec, rank, std::move(loaders),
+                                                    std::move(aggs), std::move(sink)));
+        log_spawn(self, "dense_trainer", rank);
+        return h;
+      },
+    };
+  });
+}
+
+}  // namespace satrap
