@@ -310,8 +310,8 @@ std::vector<job_field> make_fields() {
                      training.batch_size, 1, 1 << 20),
     SATRAP_INT_FIELD("training.train_batches", "train-batches", "training batches in all",
                      training.train_batches, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("training.test_batches", "test-batches", "held-out batches",
-                     training.test_batches, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("training.test_batches", "test-batches", "held-out batches (0: the whole test split of file data)",
+                     training.test_batches, int64_t{0}, i64max),
     SATRAP_INT_FIELD("training.epochs", "epochs", "file data with train_batches 0: passes over the data",
                      training.epochs, 1, 1 << 20),
     SATRAP_INT_FIELD("training.staleness", "staleness", "K: max missed embedding steps (0 = sync)",
@@ -419,15 +419,20 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   std::stringstream ss;
   ss << in.rdbuf();
   auto train = spec.data.train_files, test = spec.data.test_files;
+  auto cache = spec.data.cache_dir;
   if (auto err = job_spec_load_text(ss.str(), path, spec))
     return err;
-  // Data paths the file gives are relative to the file's folder, so a job runs from anywhere.
+  // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
+  // runs from anywhere.
   auto folder = std::filesystem::absolute(path).parent_path();
   for (auto [files, before] : {std::pair{&spec.data.train_files, &train}, {&spec.data.test_files, &test}})
     if (*files != *before)
       for (auto& f : *files)
         if (std::filesystem::path(f).is_relative())
           f = (folder / f).lexically_normal().string();
+  auto& dir = spec.data.cache_dir;
+  if (dir != cache && !dir.empty() && std::filesystem::path(dir).is_relative())
+    dir = (folder / dir).lexically_normal().string();
   return caf::none;
 }
 
@@ -462,6 +467,9 @@ caf::error job_spec_finalize(job_spec& spec) {
   auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
   if (auto err = data_finalize(spec.data))
     return err;
+  if (spec.data.source == "synthetic" && spec.training.test_batches == 0)
+    return bad("training.test_batches: expected at least 1 for synthetic data (0 means the whole "
+               "test split, which only file data has)");
   spec.model.dlrm.slots = job_data_slots(spec.data);
   spec.model.dlrm.dense_features = job_data_dense_features(spec.data);
   spec.model.embedding.dim = spec.model.dlrm.dim;

@@ -34,8 +34,8 @@ struct model_spec {
 struct data_spec {
   std::string source = "synthetic";     // synthetic, or a file format: criteo, libsvm (= libfm), libffm
   synthetic_options synthetic;          // the synthetic data set and its hidden teacher
-  // File data (see models/data/dataset_cache.hpp and file_source.hpp). Paths from a job file are
-  // made absolute against the job file's folder; those from flags are relative to the working one.
+  // File data (see models/data/dataset_cache.hpp and file_source.hpp). Paths (files, cache_dir)
+  // from a job file are made absolute against its folder; from flags, relative to the working one.
   std::vector<std::string> train_files; // paths or globs of the training data
   std::vector<std::string> test_files;  // paths or globs; empty: hold out reading.test_fraction
   text_format_options format;           // slots and field_starts (the format follows `source`)

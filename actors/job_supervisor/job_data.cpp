@@ -64,7 +64,8 @@ caf::expected<job_data> open_files(const job_spec& spec) {
     auto batches = (src->samples(data_split::train) * t.epochs + batch - 1) / batch;
     out.train_batches = (batches + trainers - 1) / trainers * trainers;
   }
-  out.test_batches = std::min(t.test_batches, (src->samples(data_split::test) + batch - 1) / batch);
+  auto test_all = (src->samples(data_split::test) + batch - 1) / batch;
+  out.test_batches = t.test_batches == 0 ? test_all : std::min(t.test_batches, test_all);
   spdlog::info("data_opened train_samples={} test_samples={} train_batches={} test_batches={}",
                src->samples(data_split::train), src->samples(data_split::test),
                out.train_batches, out.test_batches);

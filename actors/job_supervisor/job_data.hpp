@@ -21,7 +21,7 @@ namespace satrap {
 struct job_data {
   std::shared_ptr<const batch_source> source;  // what the loaders read
   int64_t train_batches = 0;                   // the spec's, or epochs x training samples / batch
-  int64_t test_batches = 0;                    // the spec's, at most the whole test split
+  int64_t test_batches = 0;                    // the spec's (0: all), at most the whole test split
   std::map<std::string, int64_t> skipped;      // lines skipped under on_error skip, by reason
 };
 

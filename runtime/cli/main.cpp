@@ -1,6 +1,7 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
 #include "runtime/cli/plan_command.hpp"
+#include "runtime/cli/gen_criteo_command.hpp"
 #include "runtime/cli/train_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -19,11 +20,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   satrap::train_command train;
   train.add_to(app);
+  satrap::gen_criteo_command gen_criteo;
+  gen_criteo.add_to(app);
   satrap::plan_command plan;
   plan.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
+  if (gen_criteo.parsed())
+    return gen_criteo.run();
   if (plan.parsed())
     return plan.run();
   return 0;
