@@ -1,5 +1,6 @@
 #include "actors/type_registry.hpp"
 
+#include "actors/admin/admin.hpp"
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "runtime/error.hpp"
 
@@ -22,6 +23,11 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<progress_sink_actor>("satrap::progress_sink_actor");
   cfg.add_message_type<job_supervisor_actor>("satrap::job_supervisor_actor");
   cfg.add_message_type<node_agent_actor>("satrap::node_agent_actor");
+  cfg.add_message_type<admin_actor>("satrap::admin_actor");
+  cfg.add_message_type<node_info>("satrap::node_info");
+  cfg.add_message_type<job_record>("satrap::job_record");
+  cfg.add_message_type<std::vector<job_record>>("std::vector<satrap::job_record>");
+  cfg.add_message_type<job_progress>("satrap::job_progress");
   cfg.add_message_type<std::vector<embedding_shard_actor>>("std::vector<satrap::embedding_shard_actor>");
   cfg.add_message_type<std::vector<gradient_aggregator_actor>>(
     "std::vector<satrap::gradient_aggregator_actor>");

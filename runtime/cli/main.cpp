@@ -1,5 +1,6 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "runtime/cli/cluster_commands.hpp"
 #include "runtime/cli/plan_command.hpp"
 #include "runtime/cli/gen_criteo_command.hpp"
 #include "runtime/cli/train_command.hpp"
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   gen_criteo.add_to(app);
   satrap::plan_command plan;
   plan.add_to(app);
+  satrap::cluster_commands cluster;
+  cluster.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
@@ -31,5 +34,7 @@ int main(int argc, char** argv) {
     return gen_criteo.run();
   if (plan.parsed())
     return plan.run();
+  if (auto status = cluster.run(); status >= 0)
+    return status;
   return 0;
 }

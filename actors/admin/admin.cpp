@@ -1,0 +1,272 @@
+#include "actors/admin/admin.hpp"
+
+#include "actors/admin/admin_state.hpp"
+#include "runtime/error.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+
+namespace satrap {
+
+bool job_state_final(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+}
+
+job_record* find_job(admin_state& st, const std::string& id) {
+  for (auto& j : st.jobs)
+    if (j.id == id)
+      return &j;
+  return nullptr;
+}
+
+namespace {
+
+using self_ptr = admin_actor::stateful_pointer<admin_state>;
+using std::chrono::steady_clock;
+constexpr auto tick_interval = std::chrono::milliseconds(500);
+
+void try_start(self_ptr self);
+
+void job_end(self_ptr self, const std::string& id, const std::string& state,
+             const std::string& message) {
+  auto& st = self->state;
+  if (auto* j = find_job(st, id); j && !job_state_final(j->state)) {
+    j->state = state;
+    j->message = message;
+    j->ended_ms = now_ms();
+    spdlog::info("job_ended id={} state={} message=\"{}\"", id, state, message);
+  }
+  if (st.running && st.running->id == id)
+    st.running.reset();
+  jobs_save(st);
+  try_start(self);
+}
+
+caf::result<std::string> on_register(self_ptr self, node_info& info) {
+  auto& st = self->state;
+  auto refuse = [&](const std::string& why) -> caf::result<std::string> {
+    ++st.registrations_refused;
+    spdlog::warn("node_refused name={} reason=\"{}\"", info.name, why);
+    return make_error(errc::invalid_config, why);
+  };
+  if (info.cluster != st.config.cluster.cluster)
+    return refuse("node '" + info.name + "' belongs to cluster '" + info.cluster
+                  + "', this head runs cluster '" + st.config.cluster.cluster + "'");
+  if (info.version != st.config.version)
+    return refuse("node '" + info.name + "' runs satrap " + info.version + ", the head runs "
+                  + st.config.version);
+  auto known = std::any_of(st.config.cluster.nodes.begin(), st.config.cluster.nodes.end(),
+                           [&](auto& n) { return n.name == info.name; });
+  if (!known)
+    return refuse("node '" + info.name + "' is not in the manifest of cluster '"
+                  + st.config.cluster.cluster + "'");
+  auto& entry = st.nodes[info.name];
+  entry.info = info;
+  entry.alive = true;
+  entry.last_heartbeat = steady_clock::now();
+  self->monitor(info.agent);
+  spdlog::info("node_joined name={}", info.name);
+  try_start(self);
+  return st.config.cluster.cluster;
+}
+
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  auto now = steady_clock::now();
+  for (auto& [name, n] : st.nodes)
+    if (n.alive && now - n.last_heartbeat > std::chrono::milliseconds(st.config.heartbeat_timeout_ms)) {
+      n.alive = false;
+      spdlog::warn("node_lost name={} reason=heartbeat_timeout", name);
+    }
+  try_start(self);
+  self->delayed_send(self, tick_interval, heartbeat_atom::value);
+}
+
+void on_down(self_ptr self, const caf::down_msg& dm) {
+  for (auto& [name, n] : self->state.nodes)
+    if (n.info.agent && n.info.agent.address() == dm.source && n.alive) {
+      n.alive = false;
+      spdlog::warn("node_lost name={} reason=connection", name);
+    }
+}
+
+// Places and runs the first pending job once every node of the manifest is alive.
+void try_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.running)
+    return;
+  auto it = std::find_if(st.jobs.begin(), st.jobs.end(),
+                         [](auto& j) { return j.state == "PENDING"; });
+  if (it == st.jobs.end())
+    return;
+  std::string waiting;
+  for (auto& n : st.config.cluster.nodes)
+    if (!st.nodes.count(n.name) || !st.nodes[n.name].alive)
+      waiting += (waiting.empty() ? "" : ", ") + n.name;
+  if (!waiting.empty()) {
+    it->message = "waiting for nodes: " + waiting;
+    return;
+  }
+  auto id = it->id;
+  it->state = "PLACING";
+  it->message = "";
+  auto spec = job_spec_defaults();
+  job_spec_load_text(it->spec_yaml, "job " + id, spec);  // validated at submission
+  job_spec_finalize(spec);
+  auto plan = plan_job(st.config.cluster, spec);
+  if (!plan) {
+    job_end(self, id, "FAILED", error_text(plan.error()));
+    return;
+  }
+  running_job r;
+  r.id = id;
+  r.plan = *plan;
+  job_supervisor_config c;
+  c.spec = spec;
+  for (auto& n : st.config.cluster.nodes) {
+    c.nodes.push_back(st.nodes[n.name].info.agent);
+    r.plan_nodes.push_back(n.name);
+  }
+  for (auto& a : plan->actors) {
+    auto node = static_cast<uint32_t>(a.node);
+    switch (a.role) {
+      case actor_role::embedding_shard: c.placement.shards.push_back(node); break;
+      case actor_role::gradient_aggregator: c.placement.aggregators.push_back(node); break;
+      case actor_role::data_loader: c.placement.loaders.push_back(node); break;
+      case actor_role::dense_trainer: c.placement.trainers.push_back(node); break;
+    }
+  }
+  c.observer = [admin = caf::actor_cast<admin_actor>(self), id](const job_progress& p) {
+    caf::anon_send(admin, progress_atom::value, id, p);
+  };
+  r.supervisor = spawn_job_supervisor(self->system(), c);
+  r.last_progress = steady_clock::now();
+  st.running = std::move(r);
+  it->state = "RUNNING";
+  it->started_ms = now_ms();
+  jobs_save(st);
+  spdlog::info("job_running id={} actors={}", id, plan->actors.size());
+  self->request(st.running->supervisor, caf::infinite, run_atom::value)
+    .then(
+      [self, id](job_result& res) {
+        if (auto* j = find_job(self->state, id)) {
+          j->test_auc = res.test_auc;
+          j->oracle_auc = std::isnan(res.oracle_auc) ? -1 : res.oracle_auc;
+          j->test_logloss = res.test_logloss;
+          j->samples = res.samples;
+          j->samples_per_sec = res.samples_per_sec;
+          j->steps = j->steps_total;
+        }
+        job_end(self, id, "SUCCEEDED", "");
+      },
+      [self, id](const caf::error& e) { job_end(self, id, "FAILED", error_text(e)); });
+}
+
+caf::result<std::string> on_submit(self_ptr self, const std::string& token,
+                                   const std::string& yaml) {
+  auto& st = self->state;
+  if (token != st.config.token) {
+    ++st.requests_refused;
+    return make_error(errc::invalid_config, "admin token refused");
+  }
+  auto spec = job_spec_defaults();
+  if (auto err = job_spec_load_text(yaml, "job", spec))
+    return err;
+  if (auto err = job_spec_finalize(spec))
+    return err;
+  job_record j;
+  j.id = "j" + std::to_string(st.next_id++);
+  j.name = spec.name;
+  j.submitted_ms = now_ms();
+  j.spec_yaml = job_spec_to_yaml(spec);
+  st.jobs.push_back(j);
+  spdlog::info("job_submitted id={} name={}", j.id, j.name);
+  jobs_save(st);
+  try_start(self);
+  return j.id;
+}
+
+caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id) {
+  auto& st = self->state;
+  if (token != st.config.token) {
+    ++st.requests_refused;
+    return make_error(errc::invalid_config, "admin token refused");
+  }
+  auto* j = find_job(st, id);
+  if (!j)
+    return make_error(errc::invalid_config, "no job '" + id + "'");
+  if (job_state_final(j->state))
+    return make_error(errc::invalid_config, "job " + id + " already ended (" + j->state + ")");
+  if (st.running && st.running->id == id)
+    self->send_exit(st.running->supervisor, caf::exit_reason::user_shutdown);
+  job_end(self, id, "CANCELLED", "cancelled by the admin");
+  return *find_job(st, id);
+}
+
+void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
+  auto& st = self->state;
+  auto* j = find_job(st, id);
+  if (!j || !st.running || st.running->id != id)
+    return;
+  auto now = steady_clock::now();
+  auto& r = *st.running;
+  if (p.steps > r.last_steps) {
+    auto secs = std::chrono::duration<double>(now - r.last_progress).count();
+    auto steps = p.steps - r.last_steps;
+    st.step_latency.observe(secs / static_cast<double>(steps), steps);
+  }
+  r.last_progress = now;
+  r.last_steps = p.steps;
+  j->steps = p.steps;
+  j->steps_total = p.steps_total;
+  j->samples = p.samples;
+  j->samples_per_sec = p.samples_per_sec;
+  j->loss = p.loss;
+  j->running_auc = p.running_auc;
+}
+
+}  // namespace
+
+admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
+  return sys.spawn([config](self_ptr self) -> admin_actor::behavior_type {
+    auto& st = self->state;
+    st.config = config;
+    jobs_load(st);
+    jobs_save(st);
+    self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+    self->delayed_send(self, tick_interval, heartbeat_atom::value);
+    return {
+      [self](register_atom, node_info& info) { return on_register(self, info); },
+      [self](heartbeat_atom, const std::string& name) {
+        auto it = self->state.nodes.find(name);
+        if (it == self->state.nodes.end())
+          return;
+        it->second.last_heartbeat = steady_clock::now();
+        ++it->second.heartbeats;
+        if (!it->second.alive)
+          spdlog::info("node_alive name={}", name);
+        it->second.alive = true;
+      },
+      [self](submit_atom, const std::string& token, const std::string& yaml) {
+        return on_submit(self, token, yaml);
+      },
+      [self](list_atom) { return self->state.jobs; },
+      [self](get_atom, const std::string& id) -> caf::result<job_record> {
+        if (auto* j = find_job(self->state, id))
+          return *j;
+        return make_error(errc::invalid_config, "no job '" + id + "'");
+      },
+      [self](cancel_atom, const std::string& token, const std::string& id) {
+        return on_cancel(self, token, id);
+      },
+      [self](status_atom) { return render_status(self->state); },
+      [self](metrics_atom) { return render_metrics(self->state); },
+      [self](progress_atom, const std::string& id, const job_progress& p) {
+        on_progress(self, id, p);
+      },
+      [self](heartbeat_atom) { on_tick(self); },
+    };
+  });
+}
+
+}  // namespace satrap

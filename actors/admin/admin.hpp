@@ -1,0 +1,101 @@
+// admin: the head's cluster supervisor and job service, one actor.
+//
+// Nodes register here (node_info, refused for another cluster name or satrap version) and send
+// heartbeats; a node is alive while its heartbeats arrive and its connection stands. Users
+// submit job YAML (with the admin token), list, get and cancel jobs. Jobs run one at a time, in
+// submission order, once every node of the manifest is alive: the planner places the job's
+// actors on the nodes, a job_supervisor spawns them through the node agents and runs them.
+// States: PENDING, PLACING, RUNNING, SUCCEEDED, FAILED, CANCELLED. The job table is written to
+// <state_dir>/jobs.json on every state change, so a restarted head lists past jobs; a job that
+// was running when the head stopped is marked FAILED with that reason (recovery is future work).
+// status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
+// endpoint.
+// Threading: an actor; the HTTP thread talks to it with requests.
+#pragma once
+
+#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/node_agent/node_agent.hpp"
+#include "runtime/atoms.hpp"
+#include "runtime/manifest.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <string>
+#include <vector>
+
+namespace satrap {
+
+// What a node says when it joins.
+struct node_info {
+  std::string cluster;
+  std::string version;
+  std::string name;
+  node_agent_actor agent;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent);
+}
+
+struct job_record {
+  std::string id;
+  std::string name;
+  std::string state = "PENDING";
+  std::string message;
+  int64_t submitted_ms = 0;  // unix epoch milliseconds
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;
+  int64_t steps = 0;
+  int64_t steps_total = 0;
+  int64_t samples = 0;
+  double samples_per_sec = 0;
+  double loss = 0;
+  double running_auc = 0;
+  double test_auc = -1;       // -1 until the job has finished
+  double oracle_auc = -1;
+  double test_logloss = -1;
+  std::string spec_yaml;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_record& x) {
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.message, x.submitted_ms,
+           x.started_ms, x.ended_ms, x.steps, x.steps_total, x.samples, x.samples_per_sec, x.loss,
+           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.spec_yaml);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
+  return f(caf::meta::type_name("job_progress"), x.steps, x.steps_total, x.samples,
+           x.samples_per_sec, x.loss, x.running_auc);
+}
+
+bool job_state_final(const std::string& state);
+
+using admin_actor = caf::typed_actor<
+  caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name
+  caf::reacts_to<heartbeat_atom, std::string>,                          // node name
+  caf::replies_to<submit_atom, std::string, std::string>::with<std::string>,  // token, yaml -> id
+  caf::replies_to<list_atom>::with<std::vector<job_record>>,
+  caf::replies_to<get_atom, std::string>::with<job_record>,
+  caf::replies_to<cancel_atom, std::string, std::string>::with<job_record>,   // token, id
+  caf::replies_to<status_atom>::with<std::string>,                      // /status JSON
+  caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
+  caf::reacts_to<progress_atom, std::string, job_progress>,             // from a job's observer
+  caf::reacts_to<heartbeat_atom>>;                                      // its own periodic tick
+
+struct admin_config {
+  manifest cluster;                 // the nodes that may join
+  std::string version;              // nodes must run the same satrap version
+  std::string token;                // needed to submit and cancel
+  std::string state_dir;            // jobs.json lives here ("" = not persisted)
+  int64_t heartbeat_timeout_ms = 5000;  // a node without heartbeats this long is dead
+};
+
+admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config);
+
+}  // namespace satrap

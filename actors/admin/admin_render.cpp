@@ -1,0 +1,150 @@
+#include "actors/admin/admin_state.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <sstream>
+
+namespace satrap {
+
+void latency_histogram::observe(double seconds, int64_t times) {
+  size_t b = 0;
+  while (b < std::size(bounds) && seconds > bounds[b])
+    ++b;
+  counts[b] += times;
+  sum += seconds * static_cast<double>(times);
+  count += times;
+}
+
+namespace {
+
+nlohmann::json node_json(const admin_state& st, const node_spec& spec, const actor_demand& used) {
+  auto it = st.nodes.find(spec.name);
+  bool joined = it != st.nodes.end();
+  auto now = std::chrono::steady_clock::now();
+  nlohmann::json j = {
+    {"name", spec.name},
+    {"host", spec.host},
+    {"port", spec.port},
+    {"resources",
+     {{"cores", spec.resources.cores},
+      {"memory_bytes", spec.resources.memory_bytes},
+      {"gpus", spec.resources.gpus}}},
+    {"used", {{"cores", used.cores}, {"memory_bytes", used.memory_bytes}, {"gpus", used.gpus}}},
+    {"joined", joined},
+    {"alive", joined && it->second.alive},
+    {"heartbeats", joined ? it->second.heartbeats : 0},
+  };
+  if (joined)
+    j["last_heartbeat_ms_ago"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   now - it->second.last_heartbeat)
+                                   .count();
+  return j;
+}
+
+nlohmann::json job_json(const job_record& j) {
+  auto num = [](double x) { return x < 0 || std::isnan(x) ? nlohmann::json() : nlohmann::json(x); };
+  return {{"id", j.id},
+          {"name", j.name},
+          {"state", j.state},
+          {"message", j.message},
+          {"submitted_ms", j.submitted_ms},
+          {"started_ms", j.started_ms},
+          {"ended_ms", j.ended_ms},
+          {"steps", j.steps},
+          {"steps_total", j.steps_total},
+          {"samples", j.samples},
+          {"samples_per_sec", j.samples_per_sec},
+          {"loss", j.loss},
+          {"auc", j.running_auc},
+          {"test_auc", num(j.test_auc)},
+          {"oracle_auc", num(j.oracle_auc)},
+          {"test_logloss", num(j.test_logloss)}};
+}
+
+}  // namespace
+
+std::string render_status(const admin_state& st) {
+  auto& m = st.config.cluster;
+  std::map<std::string, actor_demand> used;
+  nlohmann::json actors = nlohmann::json::array();
+  if (st.running) {
+    auto& r = *st.running;
+    for (size_t i = 0; i < r.plan.node_use.size(); ++i)
+      used[r.plan_nodes[i]] = r.plan.node_use[i];
+    for (auto& a : r.plan.actors)
+      actors.push_back({{"role", to_string(a.role)},
+                        {"index", a.index},
+                        {"node", r.plan_nodes[a.node]},
+                        {"job", r.id},
+                        {"state", "running"}});
+  }
+  nlohmann::json doc = {{"cluster", m.cluster},
+                        {"version", st.config.version},
+                        {"nodes", nlohmann::json::array()},
+                        {"actors", actors},
+                        {"jobs", nlohmann::json::array()}};
+  for (auto& n : m.nodes)
+    doc["nodes"].push_back(node_json(st, n, used[n.name]));
+  for (auto& j : st.jobs)
+    doc["jobs"].push_back(job_json(j));
+  return doc.dump();
+}
+
+std::string render_metrics(const admin_state& st) {
+  std::ostringstream os;
+  auto gauge = [&](const char* name, const char* help) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+  };
+  auto counter = [&](const char* name, const char* help) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+  };
+  int64_t alive = 0, heartbeats = 0;
+  for (auto& [_, n] : st.nodes) {
+    alive += n.alive ? 1 : 0;
+    heartbeats += n.heartbeats;
+  }
+  gauge("satrap_nodes", "Nodes in the manifest.");
+  os << "satrap_nodes " << st.config.cluster.nodes.size() << "\n";
+  gauge("satrap_nodes_alive", "Nodes whose heartbeats arrive.");
+  os << "satrap_nodes_alive " << alive << "\n";
+  counter("satrap_heartbeats_total", "Heartbeats received from nodes.");
+  os << "satrap_heartbeats_total " << heartbeats << "\n";
+  counter("satrap_registrations_refused_total", "Nodes refused at registration.");
+  os << "satrap_registrations_refused_total " << st.registrations_refused << "\n";
+  counter("satrap_admin_requests_refused_total", "Submit or cancel requests with a wrong token.");
+  os << "satrap_admin_requests_refused_total " << st.requests_refused << "\n";
+  gauge("satrap_jobs", "Jobs by state.");
+  for (auto* state : {"PENDING", "PLACING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+    int64_t n = 0;
+    for (auto& j : st.jobs)
+      n += j.state == state ? 1 : 0;
+    os << "satrap_jobs{state=\"" << state << "\"} " << n << "\n";
+  }
+  counter("satrap_job_samples_total", "Training samples processed, per job.");
+  for (auto& j : st.jobs)
+    os << "satrap_job_samples_total{job=\"" << j.id << "\"} " << j.samples << "\n";
+  gauge("satrap_job_samples_per_second", "Training throughput, per job.");
+  for (auto& j : st.jobs)
+    os << "satrap_job_samples_per_second{job=\"" << j.id << "\"} " << j.samples_per_sec << "\n";
+  gauge("satrap_job_loss", "Mean training loss since the previous progress report, per job.");
+  for (auto& j : st.jobs)
+    os << "satrap_job_loss{job=\"" << j.id << "\"} " << j.loss << "\n";
+  gauge("satrap_job_running_auc", "AUC over recent training predictions, per job.");
+  for (auto& j : st.jobs)
+    os << "satrap_job_running_auc{job=\"" << j.id << "\"} " << j.running_auc << "\n";
+  os << "# HELP satrap_step_latency_seconds Time per training step (between progress reports).\n"
+        "# TYPE satrap_step_latency_seconds histogram\n";
+  int64_t cumulative = 0;
+  auto& h = st.step_latency;
+  for (size_t b = 0; b < std::size(h.bounds); ++b) {
+    cumulative += h.counts[b];
+    os << "satrap_step_latency_seconds_bucket{le=\"" << h.bounds[b] << "\"} " << cumulative << "\n";
+  }
+  os << "satrap_step_latency_seconds_bucket{le=\"+Inf\"} " << h.count << "\n";
+  os << "satrap_step_latency_seconds_sum " << h.sum << "\n";
+  os << "satrap_step_latency_seconds_count " << h.count << "\n";
+  return os.str();
+}
+
+}  // namespace satrap

@@ -1,0 +1,63 @@
+// The admin actor's state, shared by its behaviour (admin.cpp), its job table on disk
+// (admin_store.cpp) and its renderings for the status endpoint (admin_render.cpp).
+#pragma once
+
+#include "actors/admin/admin.hpp"
+#include "runtime/placement.hpp"
+
+#include <chrono>
+#include <map>
+#include <optional>
+
+namespace satrap {
+
+struct node_entry {
+  node_info info;
+  bool alive = false;
+  std::chrono::steady_clock::time_point last_heartbeat;
+  int64_t heartbeats = 0;
+};
+
+struct running_job {
+  std::string id;
+  job_supervisor_actor supervisor;
+  placement_plan plan;
+  std::vector<std::string> plan_nodes;  // node name per plan node index
+  std::chrono::steady_clock::time_point last_progress;
+  int64_t last_steps = 0;
+};
+
+// Step latency histogram (seconds), fed from progress reports.
+struct latency_histogram {
+  static constexpr double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+  std::vector<int64_t> counts = std::vector<int64_t>(std::size(bounds) + 1, 0);
+  double sum = 0;
+  int64_t count = 0;
+  void observe(double seconds, int64_t times);
+};
+
+struct admin_state {
+  admin_config config;
+  std::map<std::string, node_entry> nodes;  // by name
+  std::vector<job_record> jobs;             // in submission order
+  std::optional<running_job> running;
+  int64_t next_id = 1;
+  int64_t registrations_refused = 0;
+  int64_t requests_refused = 0;             // bad token
+  latency_histogram step_latency;
+  static inline const char* name = "admin";
+};
+
+job_record* find_job(admin_state& st, const std::string& id);
+
+// Persistence (admin_store.cpp).
+void jobs_save(const admin_state& st);
+void jobs_load(admin_state& st);
+
+// Renderings (admin_render.cpp).
+std::string render_status(const admin_state& st);
+std::string render_metrics(const admin_state& st);
+
+int64_t now_ms();
+
+}  // namespace satrap

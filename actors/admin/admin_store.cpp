@@ -1,0 +1,109 @@
+#include "actors/admin/admin_state.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+namespace satrap {
+
+namespace {
+
+nlohmann::json to_json(const job_record& j) {
+  return {{"id", j.id},
+          {"name", j.name},
+          {"state", j.state},
+          {"message", j.message},
+          {"submitted_ms", j.submitted_ms},
+          {"started_ms", j.started_ms},
+          {"ended_ms", j.ended_ms},
+          {"steps", j.steps},
+          {"steps_total", j.steps_total},
+          {"samples", j.samples},
+          {"samples_per_sec", j.samples_per_sec},
+          {"loss", j.loss},
+          {"running_auc", j.running_auc},
+          {"test_auc", j.test_auc},
+          {"oracle_auc", j.oracle_auc},
+          {"test_logloss", j.test_logloss},
+          {"spec_yaml", j.spec_yaml}};
+}
+
+job_record from_json(const nlohmann::json& o) {
+  job_record j;
+  j.id = o.value("id", "");
+  j.name = o.value("name", "");
+  j.state = o.value("state", "FAILED");
+  j.message = o.value("message", "");
+  j.submitted_ms = o.value("submitted_ms", int64_t{0});
+  j.started_ms = o.value("started_ms", int64_t{0});
+  j.ended_ms = o.value("ended_ms", int64_t{0});
+  j.steps = o.value("steps", int64_t{0});
+  j.steps_total = o.value("steps_total", int64_t{0});
+  j.samples = o.value("samples", int64_t{0});
+  j.samples_per_sec = o.value("samples_per_sec", 0.0);
+  j.loss = o.value("loss", 0.0);
+  j.running_auc = o.value("running_auc", 0.0);
+  j.test_auc = o.value("test_auc", -1.0);
+  j.oracle_auc = o.value("oracle_auc", -1.0);
+  j.test_logloss = o.value("test_logloss", -1.0);
+  j.spec_yaml = o.value("spec_yaml", "");
+  return j;
+}
+
+}  // namespace
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+void jobs_save(const admin_state& st) {
+  if (st.config.state_dir.empty())
+    return;
+  nlohmann::json doc = {{"next_id", st.next_id}, {"jobs", nlohmann::json::array()}};
+  for (auto& j : st.jobs)
+    doc["jobs"].push_back(to_json(j));
+  auto path = st.config.state_dir + "/jobs.json";
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(1) << "\n";
+    if (!out) {
+      spdlog::error("jobs_save_failed path={}", tmp);
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    spdlog::error("jobs_save_failed path={} what=rename", path);
+}
+
+void jobs_load(admin_state& st) {
+  if (st.config.state_dir.empty())
+    return;
+  auto path = st.config.state_dir + "/jobs.json";
+  std::ifstream in(path);
+  if (!in)
+    return;
+  try {
+    auto doc = nlohmann::json::parse(in);
+    st.next_id = doc.value("next_id", int64_t{1});
+    for (auto& o : doc.at("jobs")) {
+      auto j = from_json(o);
+      if (j.state == "PLACING" || j.state == "RUNNING") {
+        j.state = "FAILED";
+        j.message = "the head stopped while the job ran";
+        j.ended_ms = now_ms();
+      }
+      st.jobs.push_back(std::move(j));
+    }
+    spdlog::info("jobs_loaded path={} jobs={}", path, st.jobs.size());
+  } catch (const std::exception& e) {
+    spdlog::error("jobs_load_failed path={} error=\"{}\"", path, e.what());
+  }
+}
+
+}  // namespace satrap

@@ -1,0 +1,200 @@
+// satrap submit, jobs, cancel, status: clients of the head's admin actor.
+#include "runtime/cli/cluster_commands.hpp"
+
+#include "runtime/cli/cluster_common.hpp"
+#include "runtime/error.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace satrap {
+
+namespace {
+
+// A client session: the manifest, an actor system, the admin actor.
+struct session {
+  manifest m;
+  std::string state_dir;
+  std::unique_ptr<satrap_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  admin_actor admin;
+};
+
+caf::expected<std::unique_ptr<session>> connect(const std::string& manifest_flag,
+                                                const std::string& state_flag) {
+  auto m = cluster_manifest(manifest_flag);
+  if (!m)
+    return m.error();
+  auto s = std::make_unique<session>();
+  s->m = std::move(*m);
+  s->state_dir = cluster_state_dir(state_flag, s->m);
+  s->cfg = std::make_unique<satrap_config>();
+  s->cfg->set("logger.verbosity", caf::atom("quiet"));
+  s->sys = std::make_unique<caf::actor_system>(*s->cfg);
+  auto admin = head_connect(*s->sys, s->m);
+  if (!admin)
+    return admin.error();
+  s->admin = *admin;
+  return s;
+}
+
+template <class T, class... Ts>
+caf::expected<T> ask(session& s, Ts&&... xs) {
+  caf::scoped_actor self{*s.sys};
+  caf::expected<T> out{caf::error{}};
+  self->request(s.admin, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+    .receive([&](T& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+std::string fmt_auc(double x) {
+  if (x < 0)
+    return "-";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.4f", x);
+  return buf;
+}
+
+nlohmann::json record_json(const job_record& j) {
+  auto num = [](double x) { return x < 0 ? nlohmann::json() : nlohmann::json(x); };
+  return {{"id", j.id},
+          {"name", j.name},
+          {"state", j.state},
+          {"message", j.message},
+          {"steps", j.steps},
+          {"steps_total", j.steps_total},
+          {"samples", j.samples},
+          {"samples_per_sec", j.samples_per_sec},
+          {"test_auc", num(j.test_auc)},
+          {"oracle_auc", num(j.oracle_auc)},
+          {"test_logloss", num(j.test_logloss)}};
+}
+
+int fail(const char* cmd, const caf::error& e, int status = 1) {
+  std::cerr << "satrap " << cmd << ": " << error_text(e) << "\n";
+  return status;
+}
+
+}  // namespace
+
+int cluster_commands::run_submit() {
+  std::ifstream in(job_file_);
+  std::stringstream text;
+  text << in.rdbuf();
+  // Check the file here first, so its errors name the file and line.
+  auto spec = job_spec_defaults();
+  if (auto err = job_spec_load_text(text.str(), job_file_, spec))
+    return fail("submit", err, 2);
+  if (auto err = job_spec_finalize(spec))
+    return fail("submit", err, 2);
+  auto s = connect(manifest_file_, state_dir_);
+  if (!s)
+    return fail("submit", s.error());
+  auto token = cluster_token(token_file_, (*s)->state_dir);
+  auto id = ask<std::string>(**s, submit_atom::value, token, text.str());
+  if (!id)
+    return fail("submit", id.error());
+  std::cout << "submitted job " << *id << " (" << spec.name << ")\n" << std::flush;
+  if (!follow_)
+    return 0;
+  bool tty = isatty(STDERR_FILENO) != 0;
+  std::string last_state;
+  for (;;) {
+    auto j = ask<job_record>(**s, get_atom::value, *id);
+    if (!j)
+      return fail("submit", j.error());
+    if (j->state != last_state) {
+      std::fprintf(stderr, "%sjob %s %s%s%s\n", tty ? "\r" : "", id->c_str(), j->state.c_str(),
+                   j->message.empty() ? "" : ": ", j->message.c_str());
+      last_state = j->state;
+    } else if (tty && j->state == "RUNNING") {
+      std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
+                   static_cast<long long>(j->steps), static_cast<long long>(j->steps_total),
+                   static_cast<long long>(j->samples), j->samples_per_sec, j->loss,
+                   j->running_auc);
+    }
+    if (job_state_final(j->state)) {
+      if (tty)
+        std::fprintf(stderr, "\n");
+      std::printf("job %s %s: test auc %s  oracle auc %s  logloss %s  %lld samples  %.0f "
+                  "samples/s\n",
+                  id->c_str(), j->state.c_str(), fmt_auc(j->test_auc).c_str(),
+                  fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
+                  static_cast<long long>(j->samples), j->samples_per_sec);
+      if (json_)
+        std::printf("%s\n", record_json(*j).dump().c_str());
+      return j->state == "SUCCEEDED" ? 0 : 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+int cluster_commands::run_jobs() {
+  auto s = connect(manifest_file_, state_dir_);
+  if (!s)
+    return fail("jobs", s.error());
+  auto jobs = ask<std::vector<job_record>>(**s, list_atom::value);
+  if (!jobs)
+    return fail("jobs", jobs.error());
+  if (!json_)
+    std::printf("%-6s %-20s %-10s %12s %10s %10s  %s\n", "id", "name", "state", "samples",
+                "test_auc", "oracle", "message");
+  for (auto& j : *jobs) {
+    if (json_)
+      std::printf("%s\n", record_json(j).dump().c_str());
+    else
+      std::printf("%-6s %-20s %-10s %12lld %10s %10s  %s\n", j.id.c_str(), j.name.c_str(),
+                  j.state.c_str(), static_cast<long long>(j.samples), fmt_auc(j.test_auc).c_str(),
+                  fmt_auc(j.oracle_auc).c_str(), j.message.c_str());
+  }
+  return 0;
+}
+
+int cluster_commands::run_cancel() {
+  auto s = connect(manifest_file_, state_dir_);
+  if (!s)
+    return fail("cancel", s.error());
+  auto token = cluster_token(token_file_, (*s)->state_dir);
+  auto j = ask<job_record>(**s, cancel_atom::value, token, job_id_);
+  if (!j)
+    return fail("cancel", j.error());
+  std::printf("job %s %s\n", j->id.c_str(), j->state.c_str());
+  return 0;
+}
+
+int cluster_commands::run_status() {
+  auto s = connect(manifest_file_, state_dir_);
+  if (!s)
+    return fail("status", s.error());
+  auto doc = ask<std::string>(**s, status_atom::value);
+  if (!doc)
+    return fail("status", doc.error());
+  if (json_) {
+    std::printf("%s\n", doc->c_str());
+    return 0;
+  }
+  auto j = nlohmann::json::parse(*doc);
+  std::printf("cluster %s (satrap %s)\n", j["cluster"].get<std::string>().c_str(),
+              j["version"].get<std::string>().c_str());
+  std::printf("%-20s %-22s %-6s %8s %10s\n", "node", "address", "alive", "cores", "heartbeats");
+  for (auto& n : j["nodes"])
+    std::printf("%-20s %-22s %-6s %8d %10lld\n", n["name"].get<std::string>().c_str(),
+                (n["host"].get<std::string>() + ":" + std::to_string(n["port"].get<int>())).c_str(),
+                n["alive"].get<bool>() ? "yes" : "no", n["resources"]["cores"].get<int>(),
+                static_cast<long long>(n["heartbeats"].get<int64_t>()));
+  std::printf("actors: %zu running\n", j["actors"].size());
+  for (auto& job : j["jobs"])
+    std::printf("job %-6s %-20s %-10s samples %lld\n", job["id"].get<std::string>().c_str(),
+                job["name"].get<std::string>().c_str(), job["state"].get<std::string>().c_str(),
+                static_cast<long long>(job["samples"].get<int64_t>()));
+  return 0;
+}
+
+}  // namespace satrap

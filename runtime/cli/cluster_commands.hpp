@@ -1,0 +1,54 @@
+// The cluster subcommands: head, node, up, down (processes) and submit, jobs, cancel, status
+// (clients of the head's admin actor).
+//
+// Which cluster: --manifest, else $SATRAP_MANIFEST, else the manifest of the last `satrap up`
+// in this directory (.satrap/current). The admin token: --token-file, else $SATRAP_ADMIN_TOKEN,
+// else <state dir>/admin.token (written by `satrap up`). The state dir (logs, pid files, token,
+// the head's job table) is --state-dir, else .satrap/<cluster>.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace satrap {
+
+class cluster_commands {
+ public:
+  void add_to(CLI::App& app);
+  // The exit status of the parsed subcommand, or -1 when none of these was parsed.
+  int run();
+
+ private:
+  // Shared options.
+  std::string manifest_file_;
+  std::string state_dir_;
+  std::string token_file_;
+  std::string log_level_ = "info";
+  // Per command.
+  std::string node_name_;
+  std::string job_file_;
+  std::string job_id_;
+  bool follow_ = false;
+  bool json_ = false;
+  int wait_s_ = 60;
+  CLI::App* head_ = nullptr;
+  CLI::App* node_ = nullptr;
+  CLI::App* up_ = nullptr;
+  CLI::App* down_ = nullptr;
+  CLI::App* submit_ = nullptr;
+  CLI::App* jobs_ = nullptr;
+  CLI::App* cancel_ = nullptr;
+  CLI::App* status_ = nullptr;
+
+  int run_head();
+  int run_node();
+  int run_up();
+  int run_down();
+  int run_submit();
+  int run_jobs();
+  int run_cancel();
+  int run_status();
+};
+
+}  // namespace satrap
