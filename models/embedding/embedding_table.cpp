@@ -159,9 +159,12 @@ template <class Resolve, class Finish>
 void run_pipeline(std::span<const uint64_t> ids, size_t distance, const row_index& index,
                   Resolve&& resolve, Finish&& finish) {
   assert(distance <= pipeline_max);
-  const size_t ring = 2 * distance + 1;  // positions j-2d .. j: exactly the rows in flight
-  uint64_t hashes[2 * pipeline_max + 1];
-  uint32_t rows[2 * pipeline_max + 1];
+  // A power-of-two ring (a mask, not a division) holding positions j-2d .. j; finished entries
+  // are reset to npos, so `in_flight` names exactly the rows still in flight.
+  constexpr size_t ring = 4 * pipeline_max;
+  static_assert((ring & (ring - 1)) == 0 && ring > 2 * pipeline_max);
+  uint64_t hashes[ring];
+  uint32_t rows[ring];
   std::fill(rows, rows + ring, row_index::npos);
   const size_t n = ids.size();
   for (size_t i = 0; i < n + 2 * distance; ++i) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -19,14 +20,34 @@ inline size_t huge_alloc_size(size_t bytes) {
   return (bytes + align - 1) / align * align;
 }
 
+// Blocks of 2 MiB or more are mapped directly (2 MiB aligned, the slack unmapped, so nothing is
+// reserved beyond the rounded size); smaller ones come from malloc.
 inline void* huge_alloc(size_t bytes) {
-  size_t align = bytes >= huge_page_bytes ? huge_page_bytes : 64;
-  void* p = std::aligned_alloc(align, huge_alloc_size(bytes));
-  if (!p) throw std::bad_alloc();
-  if (align == huge_page_bytes) ::madvise(p, huge_alloc_size(bytes), MADV_HUGEPAGE);
-  return p;
+  size_t size = huge_alloc_size(bytes);
+  if (size < huge_page_bytes) {
+    void* p = std::aligned_alloc(64, size);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void* raw = ::mmap(nullptr, size + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  auto base = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = (base + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
+  if (aligned > base) ::munmap(raw, aligned - base);
+  if (uintptr_t end = base + size + huge_page_bytes; end > aligned + size)
+    ::munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+  ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
 }
 
-inline void huge_free(void* p) { std::free(p); }
+// `bytes`: what was asked of huge_alloc.
+inline void huge_free(void* p, size_t bytes) {
+  if (!p) return;
+  size_t size = huge_alloc_size(bytes);
+  if (size < huge_page_bytes)
+    std::free(p);
+  else
+    ::munmap(p, size);
+}
 
 }  // namespace satrap

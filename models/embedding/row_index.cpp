@@ -14,7 +14,8 @@ size_t row_index::slots_for(size_t rows) const {
 void row_index::rehash(size_t slots) {
   auto old = std::move(slots_);
   size_t old_n = slots_n_;
-  slots_.reset(static_cast<slot*>(huge_alloc(slots * sizeof(slot))));
+  slots_ = std::unique_ptr<slot[], slots_free>(static_cast<slot*>(huge_alloc(slots * sizeof(slot))),
+                                                slots_free{slots * sizeof(slot)});
   slots_n_ = slots;
   for (size_t i = 0; i < slots; ++i) slots_[i].row = npos;
   size_ = 0;

@@ -64,7 +64,8 @@ class row_index {
   void rehash(size_t slots);
 
   struct slots_free {
-    void operator()(slot* p) const { huge_free(p); }
+    size_t bytes;  // no initializer: the enclosing class uses it before it is complete
+    void operator()(slot* p) const { huge_free(p, bytes); }
   };
   std::unique_ptr<slot[], slots_free> slots_;
   size_t slots_n_ = 0;

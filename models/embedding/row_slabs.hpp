@@ -35,7 +35,7 @@ class row_slabs {
   // Makes room for rows [0, rows): allocates whole slabs.
   void ensure(size_t rows) {
     while (slabs_.size() * per_slab_ < rows) {
-      slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)));
+      slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)), slab_free{per_slab_ * stride_});
       referenced_.resize(slabs_.size() * per_slab_ / 64, 0);
       changed_.resize(slabs_.size() * per_slab_ / 64, 0);
     }
@@ -75,7 +75,8 @@ class row_slabs {
 
  private:
   struct slab_free {
-    void operator()(std::byte* p) const { huge_free(p); }
+    size_t bytes;  // no initializer: the enclosing class uses it before it is complete
+    void operator()(std::byte* p) const { huge_free(p, bytes); }
   };
   // r / per_slab_ for any 32-bit r (Lemire, Kaser, Kurz 2019: exact with a 64-bit reciprocal).
   size_t slab_of(uint32_t r) const {

@@ -10,8 +10,6 @@
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/huge_pages.hpp"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,9 +32,15 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-size_t heap_bytes() {
-  struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
+// Resident bytes of the process: what the allocations really cost in memory.
+size_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * 4096;
 }
 
 double median(std::vector<double> v) {
@@ -78,11 +82,12 @@ struct timing {
 // and the row indirection, not the page size.
 struct flat_store {
   explicit flat_store(size_t n, const sparse_kernels* kernels, step_params params)
-      : rows(static_cast<float*>(huge_alloc(n * row_floats * sizeof(float)))), k(kernels), p(params) {}
-  ~flat_store() { huge_free(rows); }
+      : rows(static_cast<float*>(huge_alloc(n * row_floats * sizeof(float)))), k(kernels), p(params), n_(n) {}
+  ~flat_store() { huge_free(rows, n_ * row_floats * sizeof(float)); }
   float* rows;
   const sparse_kernels* k;
   step_params p;
+  size_t n_;
   void lookup(const std::vector<uint64_t>& ids, float* out) const {
     for (size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim, &rows[ids[i] * row_floats], dim * 4);
   }
@@ -149,7 +154,7 @@ int main(int argc, char** argv) {
   std::mt19937 grng(7);
   for (auto& x : g) x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
 
-  size_t h0 = heap_bytes();
+  size_t h0 = resident_bytes();
   double t0 = now_s();
   embedding_table store(o);
   {
@@ -161,13 +166,13 @@ int main(int argc, char** argv) {
     }
   }
   double fill_store = now_s() - t0;
-  size_t store_heap = heap_bytes() - h0;
+  size_t store_rss = resident_bytes() - h0;
   auto c = store.counters();
 
   flat_store flat(rows, &sparse_kernels_select(o.simd), step_params::of(o));
   for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, &flat.rows[r * row_floats]);
 
-  size_t h1 = heap_bytes();
+  size_t h1 = resident_bytes();
   t0 = now_s();
   map_store umap{{}, flat.k, flat.p};
   umap.map.reserve(rows);
@@ -177,13 +182,13 @@ int main(int argc, char** argv) {
     umap.map.emplace(r, rs);
   }
   double fill_map = now_s() - t0;
-  size_t map_heap = heap_bytes() - h1;
+  size_t map_rss = resident_bytes() - h1;
 
   std::printf("store: %zu rows, kernels %s, %llu bytes (%.1f per row, payload %.0f), filled in %.2f s\n",
               store.size(), store.kernels_name(), (unsigned long long)c.bytes, double(c.bytes) / rows,
               payload, fill_store);
-  std::printf("unordered_map: %zu rows, %zu heap bytes (%.1f per row), filled in %.2f s\n",
-              umap.map.size(), map_heap, double(map_heap) / rows, fill_map);
+  std::printf("unordered_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
+              umap.map.size(), map_rss, double(map_rss) / rows, fill_map);
 
   timing tf, ts, tm;
   double sink = 0;
@@ -203,14 +208,15 @@ int main(int argc, char** argv) {
   std::printf("%-14s %14.3e %14.3e\n", "flat array", fl, fu);
   std::printf("%-14s %14.3e %14.3e\n", "store", sl, su);
   std::printf("%-14s %14.3e %14.3e\n", "unordered_map", ml, mu);
-  std::printf("(checksum %g)\n", sink);
+  std::printf("(checksum %g; bytes_ratio counts the store's own allocations, store_rss_bytes_ratio and "
+              "umap_bytes_ratio are resident-memory deltas)\n", sink);
   std::printf("rows=%zu dim=%d batch=%zu batches=%zu reps=%d kernels=%s flat_lookups_per_s=%.4g "
               "flat_updates_per_s=%.4g store_lookups_per_s=%.4g store_updates_per_s=%.4g "
               "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g lookup_ratio=%.3f update_ratio=%.3f "
-              "bytes_ratio=%.3f store_heap_bytes_ratio=%.3f umap_lookup_ratio=%.3f "
+              "bytes_ratio=%.3f store_rss_bytes_ratio=%.3f umap_lookup_ratio=%.3f "
               "umap_update_ratio=%.3f umap_bytes_ratio=%.3f\n",
               rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu,
-              sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_heap) / (rows * payload),
-              ml / fl, mu / fu, double(map_heap) / (rows * payload));
+              sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_rss) / (rows * payload),
+              ml / fl, mu / fu, double(map_rss) / (rows * payload));
   return 0;
 }
