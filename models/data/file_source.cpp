@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <optional>
 
 namespace satrap {
 
@@ -47,21 +48,48 @@ int64_t file_source::samples(data_split split) const {
   return split == data_split::train ? train_view_.count : test_view_.count;
 }
 
+namespace {
+
+// Where the shuffle puts the positions of one window of one epoch.
+struct window_order {
+  int64_t epoch = -1, window = -1;  // which one (-1: none yet)
+  int64_t base = 0;                 // first sample of the window the positions land in
+  std::optional<index_permutation> within;
+};
+
+}  // namespace
+
 int64_t file_source::train_sample(int64_t position) const {
+  batch b;
+  b.offsets.push_back(0);
+  append_train(position, position + 1, b);
+  return b.index;  // append_train leaves the last sample number it read in b.index
+}
+
+void file_source::append_train(int64_t first, int64_t last, batch& b) const {
   const auto n = train_view_.count;
-  const auto epoch = static_cast<uint64_t>(position / n);
-  const auto r = position % n;
-  if (!options_.shuffle)
-    return r;
-  const auto window = std::min<int64_t>(options_.shuffle_window, n);
+  const auto window = options_.shuffle ? std::min<int64_t>(options_.shuffle_window, n) : n;
   const auto full = n / window;  // full windows take part in the window permutation
-  auto w = r / window, offset = r % window;
-  auto size = w < full ? window : n - full * window;
-  auto epoch_key = mix64(options_.seed ^ mix64(epoch + 0x5eed));
-  if (w < full)
-    w = static_cast<int64_t>(index_permutation(static_cast<uint64_t>(full), epoch_key).at(static_cast<uint64_t>(w)));
-  index_permutation within(static_cast<uint64_t>(size), mix64(epoch_key ^ static_cast<uint64_t>(w)));
-  return w * window + static_cast<int64_t>(within.at(static_cast<uint64_t>(offset)));
+  window_order order;
+  for (int64_t p = first; p < last; ++p) {
+    const auto epoch = p / n, r = p % n;
+    auto w = r / window, offset = r % window;
+    int64_t i = r;
+    if (options_.shuffle) {
+      if (epoch != order.epoch || w != order.window) {
+        auto key = mix64(options_.seed ^ mix64(static_cast<uint64_t>(epoch) + 0x5eed));
+        auto target = w < full ? static_cast<int64_t>(index_permutation(static_cast<uint64_t>(full), key)
+                                                        .at(static_cast<uint64_t>(w)))
+                               : w;
+        auto size = w < full ? window : n - full * window;
+        order = {epoch, w, target * window, {}};
+        order.within.emplace(static_cast<uint64_t>(size), mix64(key ^ static_cast<uint64_t>(target)));
+      }
+      i = order.base + static_cast<int64_t>(order.within->at(static_cast<uint64_t>(offset)));
+    }
+    train_view_.store->append_sample(train_view_.first + i, b);
+    b.index = i;
+  }
 }
 
 batch file_source::make_batch(data_split split, int64_t index, int batch_size) const {
@@ -79,10 +107,12 @@ batch file_source::make_batch(data_split split, int64_t index, int batch_size) c
   b.offsets.reserve(static_cast<size_t>(b.size) * static_cast<size_t>(b.slots) + 1);
   b.offsets.push_back(0);
   b.labels.reserve(static_cast<size_t>(b.size));
-  for (int64_t p = first; p < last; ++p) {
-    auto i = split == data_split::train ? train_sample(p) : p;
-    view.store->append_sample(view.first + i, b);
-  }
+  if (split == data_split::train)
+    append_train(first, last, b);
+  else
+    for (int64_t p = first; p < last; ++p)
+      view.store->append_sample(view.first + p, b);
+  b.index = index;
   return b;
 }
 

@@ -21,7 +21,7 @@ namespace satrap {
 
 struct file_source_options {
   bool shuffle = true;                // reshuffle the training split every epoch
-  int64_t shuffle_window = 1 << 18;   // samples per shuffle window (>= 1)
+  int64_t shuffle_window = 1 << 14;   // samples per shuffle window (>= 1); small enough to stay in cache
   uint64_t seed = 1;                  // shuffle seed
   double test_fraction = 0.1;         // without a test cache: the tail of the training data held out
 };
@@ -50,6 +50,9 @@ class file_source final : public batch_source {
     int64_t count = 0;
   };
   file_source() = default;
+  // Appends training positions [first, last) to `b`; the shuffle's permutations are built once
+  // per window the positions cross, not once per sample.
+  void append_train(int64_t first, int64_t last, batch& b) const;
 
   file_source_options options_;
   std::unique_ptr<chunk_store> train_, test_;

@@ -13,10 +13,12 @@ namespace satrap {
 
 class index_permutation {
  public:
-  index_permutation(uint64_t n, uint64_t key) : n_(n), key_(key) {
+  index_permutation(uint64_t n, uint64_t key) : n_(n) {
     while ((uint64_t{1} << (2 * half_bits_)) < n_)
       ++half_bits_;
     mask_ = (uint64_t{1} << half_bits_) - 1;
+    for (uint64_t r = 0; r < 4; ++r)
+      round_keys_[r] = mix64(key + r * 0x9e3779b97f4a7c15ULL);
   }
 
   uint64_t size() const { return n_; }
@@ -34,7 +36,7 @@ class index_permutation {
   uint64_t round_trip(uint64_t x) const {
     uint64_t left = x >> half_bits_, right = x & mask_;
     for (uint64_t r = 0; r < 4; ++r) {
-      uint64_t f = mix64(right ^ mix64(key_ + r * 0x9e3779b97f4a7c15ULL)) & mask_;
+      uint64_t f = mix64(right ^ round_keys_[r]) & mask_;
       uint64_t next = left ^ f;
       left = right;
       right = next;
@@ -43,7 +45,7 @@ class index_permutation {
   }
 
   uint64_t n_;
-  uint64_t key_;
+  uint64_t round_keys_[4] = {};
   int half_bits_ = 0;
   uint64_t mask_ = 0;
 };
