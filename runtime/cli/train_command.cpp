@@ -22,24 +22,13 @@ void train_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand("train", "Train one job embedded in this process, then evaluate it "
                                      "on held-out data.\nWith no options: the default DLRM on the "
                                      "default synthetic data (about two minutes on 2 cores).");
-  sub_->add_option("--job", job_file_, "YAML job file (sections name, model, data, training, "
-                                       "placement, checkpoint); flags override it")
-    ->check(CLI::ExistingFile);
   sub_->add_flag("--json", json_, "end with one JSON line of the results");
   sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();
   sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
     ->capture_default_str();
-  auto defaults = job_spec_defaults();
-  for (auto& f : job_fields()) {
-    if (f.flag.empty())
-      continue;
-    auto* opt = sub_->add_option("--" + f.flag, flag_values_[f.key],
-                                 f.help + " [" + f.key + ", default " + f.get(defaults) + "]");
-    opt->group("Job (override the job file)");
-    flag_options_[f.key] = opt;
-  }
+  job_.add_to(*sub_, false);
 }
 
 namespace {
@@ -102,27 +91,12 @@ int train_command::run() {
               << log_level_ << "'\n";
     return 2;
   }
-  auto spec = job_spec_defaults();
-  if (!job_file_.empty())
-    if (auto err = job_spec_load_file(job_file_, spec)) {
-      std::cerr << "satrap train: " << error_text(err) << "\n";
-      return 2;
-    }
-  for (auto& f : job_fields()) {
-    auto it = flag_options_.find(f.key);
-    if (it == flag_options_.end() || it->second->count() == 0)
-      continue;
-    auto want = f.set(spec, flag_values_[f.key]);
-    if (!want.empty()) {
-      std::cerr << "satrap train: --" << f.flag << ": expected " << want << ", got '"
-                << flag_values_[f.key] << "'\n";
-      return 2;
-    }
-  }
-  if (auto err = job_spec_finalize(spec)) {
-    std::cerr << "satrap train: " << error_text(err) << "\n";
+  auto resolved = job_.resolve();
+  if (!resolved) {
+    std::cerr << "satrap train: " << error_text(resolved.error()) << "\n";
     return 2;
   }
+  auto spec = std::move(*resolved);
   if (print_spec_) {
     std::cout << job_spec_to_yaml(spec);
     return 0;

@@ -1,7 +1,7 @@
 // `satrap train`: one job, embedded in this process (every role an actor in one CAF system).
 #pragma once
 
-#include "runtime/job_spec.hpp"
+#include "runtime/cli/job_options.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -18,13 +18,11 @@ class train_command {
 
  private:
   CLI::App* sub_ = nullptr;
-  std::string job_file_;
   bool json_ = false;
   bool print_spec_ = false;
   std::string log_level_ = "warn";
   int threads_ = 0;
-  std::map<std::string, std::string> flag_values_;  // job key -> flag text
-  std::map<std::string, CLI::Option*> flag_options_;
+  job_options job_;  // --job and the job flags
 };
 
 }  // namespace satrap
