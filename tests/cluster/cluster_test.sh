@@ -94,9 +94,10 @@ import json, sys
 cluster = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 embedded = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
 d = abs(cluster["test_auc"] - embedded["test_auc"])
-print(f"cluster test_auc={cluster['test_auc']:.4f} embedded test_auc={embedded['test_auc']:.4f} "
-      f"delta={d:.4f} cluster_sps={cluster['samples_per_sec']:.0f} "
-      f"embedded_sps={embedded['samples_per_sec']:.0f}")
+print(f"cluster_test_auc={cluster['test_auc']:.4f} embedded_test_auc={embedded['test_auc']:.4f} "
+      f"auc_delta={d:.4f} cluster_sps={cluster['samples_per_sec']:.0f} "
+      f"embedded_sps={embedded['samples_per_sec']:.0f} "
+      f"sps_ratio={cluster['samples_per_sec'] / embedded['samples_per_sec']:.3f}")
 assert cluster["state"] == "SUCCEEDED"
 assert d <= 0.005, d
 PY
