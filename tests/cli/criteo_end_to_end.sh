@@ -12,7 +12,7 @@ mkdir -p "$work"
 cat > "$work/job.yaml" <<'YAML'
 name: criteo-e2e
 data: {source: criteo, train_files: ["train-*.txt.gz"], test_files: [test.txt.gz], cache_dir: cache}
-training: {batch_size: 256, train_batches: 0, epochs: 2, test_batches: 0, staleness: 1}
+training: {batch_size: 256, train_batches: 0, epochs: 2, test_batches: 0, staleness: 0}
 placement: {loaders: 2, trainers: 2}
 YAML
 out=$("$satrap" train --job "$work/job.yaml" --json)
