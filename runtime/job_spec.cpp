@@ -121,10 +121,10 @@ std::string show_enum(E value, std::initializer_list<std::pair<const char*, E>> 
 }
 
 std::string show_sizes(const std::vector<int>& v) {
-  std::string s;
+  std::ostringstream os;  // (string concatenation here trips a false -Wstringop-overflow in g++ 12)
   for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
+    os << (i ? "," : "") << v[i];
+  return os.str();
 }
 
 template <class T>
