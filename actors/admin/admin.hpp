@@ -22,6 +22,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -75,6 +76,10 @@ typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
 }
 
 bool job_state_final(const std::string& state);
+
+// A job record as JSON, for /status, the job table on disk and `satrap jobs --json`; results not
+// known yet (negative) are null. The spec is left out: the job table adds it.
+nlohmann::json job_record_json(const job_record& j);
 
 using admin_actor = caf::typed_actor<
   caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name

@@ -42,26 +42,6 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
   return j;
 }
 
-nlohmann::json job_json(const job_record& j) {
-  auto num = [](double x) { return x < 0 || std::isnan(x) ? nlohmann::json() : nlohmann::json(x); };
-  return {{"id", j.id},
-          {"name", j.name},
-          {"state", j.state},
-          {"message", j.message},
-          {"submitted_ms", j.submitted_ms},
-          {"started_ms", j.started_ms},
-          {"ended_ms", j.ended_ms},
-          {"steps", j.steps},
-          {"steps_total", j.steps_total},
-          {"samples", j.samples},
-          {"samples_per_sec", j.samples_per_sec},
-          {"loss", j.loss},
-          {"auc", j.running_auc},
-          {"test_auc", num(j.test_auc)},
-          {"oracle_auc", num(j.oracle_auc)},
-          {"test_logloss", num(j.test_logloss)}};
-}
-
 }  // namespace
 
 std::string render_status(const admin_state& st) {
@@ -87,7 +67,7 @@ std::string render_status(const admin_state& st) {
   for (auto& n : m.nodes)
     doc["nodes"].push_back(node_json(st, n, used[n.name]));
   for (auto& j : st.jobs)
-    doc["jobs"].push_back(job_json(j));
+    doc["jobs"].push_back(job_record_json(j));
   return doc.dump();
 }
 

@@ -11,24 +11,10 @@ namespace satrap {
 
 namespace {
 
-nlohmann::json to_json(const job_record& j) {
-  return {{"id", j.id},
-          {"name", j.name},
-          {"state", j.state},
-          {"message", j.message},
-          {"submitted_ms", j.submitted_ms},
-          {"started_ms", j.started_ms},
-          {"ended_ms", j.ended_ms},
-          {"steps", j.steps},
-          {"steps_total", j.steps_total},
-          {"samples", j.samples},
-          {"samples_per_sec", j.samples_per_sec},
-          {"loss", j.loss},
-          {"running_auc", j.running_auc},
-          {"test_auc", j.test_auc},
-          {"oracle_auc", j.oracle_auc},
-          {"test_logloss", j.test_logloss},
-          {"spec_yaml", j.spec_yaml}};
+// A result field: null (not known yet) reads as -1.
+double result_of(const nlohmann::json& o, const char* key) {
+  auto it = o.find(key);
+  return it == o.end() || it->is_null() ? -1.0 : it->get<double>();
 }
 
 job_record from_json(const nlohmann::json& o) {
@@ -46,14 +32,34 @@ job_record from_json(const nlohmann::json& o) {
   j.samples_per_sec = o.value("samples_per_sec", 0.0);
   j.loss = o.value("loss", 0.0);
   j.running_auc = o.value("running_auc", 0.0);
-  j.test_auc = o.value("test_auc", -1.0);
-  j.oracle_auc = o.value("oracle_auc", -1.0);
-  j.test_logloss = o.value("test_logloss", -1.0);
+  j.test_auc = result_of(o, "test_auc");
+  j.oracle_auc = result_of(o, "oracle_auc");
+  j.test_logloss = result_of(o, "test_logloss");
   j.spec_yaml = o.value("spec_yaml", "");
   return j;
 }
 
 }  // namespace
+
+nlohmann::json job_record_json(const job_record& j) {
+  auto result = [](double x) { return x < 0 ? nlohmann::json() : nlohmann::json(x); };
+  return {{"id", j.id},
+          {"name", j.name},
+          {"state", j.state},
+          {"message", j.message},
+          {"submitted_ms", j.submitted_ms},
+          {"started_ms", j.started_ms},
+          {"ended_ms", j.ended_ms},
+          {"steps", j.steps},
+          {"steps_total", j.steps_total},
+          {"samples", j.samples},
+          {"samples_per_sec", j.samples_per_sec},
+          {"loss", j.loss},
+          {"running_auc", j.running_auc},
+          {"test_auc", result(j.test_auc)},
+          {"oracle_auc", result(j.oracle_auc)},
+          {"test_logloss", result(j.test_logloss)}};
+}
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -65,8 +71,11 @@ void jobs_save(const admin_state& st) {
   if (st.config.state_dir.empty())
     return;
   nlohmann::json doc = {{"next_id", st.next_id}, {"jobs", nlohmann::json::array()}};
-  for (auto& j : st.jobs)
-    doc["jobs"].push_back(to_json(j));
+  for (auto& j : st.jobs) {
+    auto o = job_record_json(j);
+    o["spec_yaml"] = j.spec_yaml;
+    doc["jobs"].push_back(std::move(o));
+  }
   auto path = st.config.state_dir + "/jobs.json";
   auto tmp = path + ".tmp";
   {

@@ -62,21 +62,6 @@ std::string fmt_auc(double x) {
   return buf;
 }
 
-nlohmann::json record_json(const job_record& j) {
-  auto num = [](double x) { return x < 0 ? nlohmann::json() : nlohmann::json(x); };
-  return {{"id", j.id},
-          {"name", j.name},
-          {"state", j.state},
-          {"message", j.message},
-          {"steps", j.steps},
-          {"steps_total", j.steps_total},
-          {"samples", j.samples},
-          {"samples_per_sec", j.samples_per_sec},
-          {"test_auc", num(j.test_auc)},
-          {"oracle_auc", num(j.oracle_auc)},
-          {"test_logloss", num(j.test_logloss)}};
-}
-
 int fail(const char* cmd, const caf::error& e, int status = 1) {
   std::cerr << "satrap " << cmd << ": " << error_text(e) << "\n";
   return status;
@@ -129,7 +114,7 @@ int cluster_commands::run_submit() {
                   fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
                   static_cast<long long>(j->samples), j->samples_per_sec);
       if (json_)
-        std::printf("%s\n", record_json(*j).dump().c_str());
+        std::printf("%s\n", job_record_json(*j).dump().c_str());
       return j->state == "SUCCEEDED" ? 0 : 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -148,7 +133,7 @@ int cluster_commands::run_jobs() {
                 "test_auc", "oracle", "message");
   for (auto& j : *jobs) {
     if (json_)
-      std::printf("%s\n", record_json(j).dump().c_str());
+      std::printf("%s\n", job_record_json(j).dump().c_str());
     else
       std::printf("%-6s %-20s %-10s %12lld %10s %10s  %s\n", j.id.c_str(), j.name.c_str(),
                   j.state.c_str(), static_cast<long long>(j.samples), fmt_auc(j.test_auc).c_str(),
