@@ -69,12 +69,18 @@ std::optional<parse_error> parse_feature_value(sv line, sv text, bool& present) 
   return std::nullopt;
 }
 
-std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, text_sample& out) {
-  tokenizer tok{line};
+// The label that opens a libsvm / libffm line.
+std::optional<parse_error> parse_leading_label(sv line, tokenizer& tok, text_sample& out) {
   sv token;
   if (!tok.next(token))
     return error_at(line, line.data(), "bad_label", "a label");
-  if (auto e = parse_svm_label(line, token, out.label))
+  return parse_svm_label(line, token, out.label);
+}
+
+std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, text_sample& out) {
+  tokenizer tok{line};
+  sv token;
+  if (auto e = parse_leading_label(line, tok, out))
     return e;
   int position = 0;
   const auto slots = text_format_slots(o);
@@ -111,9 +117,7 @@ std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, t
 std::optional<parse_error> parse_libffm(sv line, const text_format_options& o, text_sample& out) {
   tokenizer tok{line};
   sv token;
-  if (!tok.next(token))
-    return error_at(line, line.data(), "bad_label", "a label");
-  if (auto e = parse_svm_label(line, token, out.label))
+  if (auto e = parse_leading_label(line, tok, out))
     return e;
   while (tok.next(token)) {
     auto c1 = token.find(':');
