@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# One prepared run of the CUDA path on a GPU machine: the packages, a build of the GPU test and
+# the GPU benchmark in build-gpu (SATRAP_CUDA=ON, sm_90 for H100/H200), then both runs. Logs go
+# to build-gpu/gpu-check/ and, when $OUT is set, to $OUT too. Exit status: 0 when the GPU test
+# passed (not skipped), else non-zero.
+#
+# usage: ops/gpu_check.sh                 on the GPU machine
+#        ops/gpu_check.sh --fetch-debs    on a networked Debian 12 machine, before: downloads the
+#                                         .deb files of ops/setup.sh's libraries into .debs/ (git
+#                                         ignores it locally) for a GPU machine that can reach no
+#                                         package registry; carry .debs there
+# Environment: SATRAP_GPU_ARCH (default 90), SATRAP_GPU_BENCH_ARGS (default "300 5 2048":
+# GPU steps, CPU seconds, batch), JOBS (default nproc), SATRAP_GPU_BUILD_DIR (default build-gpu);
+# for testing the bundle where the packages are installed: SATRAP_GPU_FORCE_DEBS=1 and
+# SATRAP_DEPS_SYSROOT (default /opt/satrap-deps).
+#
+# Packages: when ops/setup.sh's packages are all installed, nothing is installed. Else, when
+# .debs/ holds a bundle, it is unpacked into /opt/satrap-deps (never over /) and CMake, the
+# compiler and the loader are pointed there. Else ops/setup.sh runs (apt-get; it also builds the
+# whole project, into build-gpu).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SATRAP_GPU_BUILD_DIR:-$root/build-gpu}
+arch=${SATRAP_GPU_ARCH:-90}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 16)}
+bench_args=${SATRAP_GPU_BENCH_ARGS:-300 5 2048}
+logs="$build/gpu-check"
+cuda_args=(-DCMAKE_BUILD_TYPE=Release -DSATRAP_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch")
+
+# The library packages of ops/setup.sh (its `packages=(...)` list, tools left out).
+setup_packages() {
+  sed -n '/^packages=(/,/)/p' "$root/ops/setup.sh" | sed 's/#.*//; s/packages=(//; s/)//' |
+    tr -s ' \n' '\n' | grep -v '^$'
+}
+tools='^(build-essential|cmake|ccache|pkg-config|git|curl|procps|python3)$'
+
+if [ "${1:-}" = "--fetch-debs" ]; then
+  set -e
+  cd "$root"
+  grep -qxF '/.debs/' .git/info/exclude 2>/dev/null || echo '/.debs/' >>.git/info/exclude
+  mkdir -p .debs
+  libs=$(setup_packages | grep -Ev "$tools")
+  # The -dev packages, the libraries they need, and capnp's compiler; not the base system.
+  base='^(libopenblas.*-(openmp|serial)-dev|libopenblas0-(openmp|serial)|libc-dev-bin|libkrb5.*|libgssapi.*|libk5crypto.*|libcom-err.*|libkeyutils.*|libc6|libc6-dev|libgcc-s1|libstdc\+\+6|libstdc\+\+-.*-dev|zlib1g|libssl3|libssl-dev|libgfortran5|libquadmath0|libgomp1|debconf|dpkg|perl.*|libcrypt.*|linux-libc-dev|libnsl.*|libtirpc.*|rpcsvc-proto|gcc.*|g\+\+.*|cpp.*|catch2|<.*>)$'
+  # shellcheck disable=SC2086  # (word lists)
+  deps=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+           --no-replaces --no-enhances $libs 2>/dev/null | sed -n 's/^ *|\?Depends: //p; /^[a-z0-9]/p' |
+         sort -u | grep -Ev "$base")
+  # shellcheck disable=SC2086
+  (cd .debs && apt-get download $deps)
+  echo "gpu_check: $(find .debs -name '*.deb' | wc -l) packages, $(du -sh .debs | cut -f1) in .debs/"
+  exit 0
+fi
+
+mkdir -p "$logs"
+summary="$logs/summary.txt"
+: >"$summary"
+note() { echo "gpu_check: $*" | tee -a "$summary"; }
+finish() {
+  local rc=$1
+  note "exit $rc"
+  if [ -n "${OUT:-}" ]; then cp "$logs"/*.txt "$OUT"/ 2>/dev/null; fi
+  exit "$rc"
+}
+
+note "host $(hostname) cores $(nproc) arch sm_$arch jobs $jobs at $(date -u +%FT%TZ)"
+{ nvidia-smi 2>&1 || echo "nvidia-smi failed"; } >"$logs/nvidia_smi.txt"
+head -15 "$logs/nvidia_smi.txt"
+export PATH="$PATH:/usr/local/cuda/bin"
+command -v nvcc >/dev/null && note "nvcc: $(nvcc --version | tail -1)"
+# NCCL: beside CUDA, or else the first nccl.h found in Python's packages (the nvidia-nccl wheel)
+# or /usr, /opt; CMake looks under $NCCL_ROOT.
+cuda_include=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/include
+if [ -z "${NCCL_ROOT:-}" ] && [ ! -e "$cuda_include/nccl.h" ]; then
+  # shellcheck disable=SC2046
+  nccl_h=$(find $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+             /usr/include /usr/local /opt -name nccl.h 2>/dev/null | head -1)
+  if [ -n "$nccl_h" ]; then
+    NCCL_ROOT=$(dirname "$(dirname "$nccl_h")")
+    export NCCL_ROOT
+    export LD_LIBRARY_PATH="$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
+note "NCCL: ${NCCL_ROOT:-beside CUDA ($cuda_include)}"
+
+# ---- packages ----
+missing=()
+for p in $(setup_packages); do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+missing_libs=$(printf '%s\n' "${missing[@]}" | grep -Ev "$tools" | tr '\n' ' ')
+if [ -z "${missing_libs// /}" ] && [ -z "${SATRAP_GPU_FORCE_DEBS:-}" ]; then
+  note "packages: all of ops/setup.sh's libraries are installed"
+elif ls "$root"/.debs/*.deb >/dev/null 2>&1; then
+  sysroot=${SATRAP_DEPS_SYSROOT:-/opt/satrap-deps}
+  note "packages: missing $missing_libs; unpacking $(find "$root/.debs" -name '*.deb' | wc -l) .debs into $sysroot"
+  mkdir -p "$sysroot"
+  for f in "$root"/.debs/*.deb; do dpkg-deb -x "$f" "$sysroot" || note "could not unpack $f"; done
+  multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+  # OpenBLAS's libblas.so / libopenblas.so are alternatives (links made by postinst): make them.
+  for d in "$sysroot/usr/lib/$multiarch"/openblas-*; do
+    [ -d "$d" ] || continue
+    for so in libblas.so libblas.so.3 libopenblas.so libopenblas.so.0 liblapack.so liblapack.so.3; do
+      [ -e "$d/$so" ] && [ ! -e "$sysroot/usr/lib/$multiarch/$so" ] && ln -s "$d/$so" "$sysroot/usr/lib/$multiarch/$so"
+    done
+    blas_include="$sysroot/usr/include/$multiarch/$(basename "$d")"
+    [ -d "$blas_include" ] && export CPATH="$blas_include${CPATH:+:$CPATH}"
+  done
+  export CMAKE_PREFIX_PATH="$sysroot/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PATH="$sysroot/usr/bin:$PATH"
+  export LD_LIBRARY_PATH="$sysroot/usr/lib/$multiarch:$sysroot/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LIBRARY_PATH="$sysroot/usr/lib/$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export CPATH="$sysroot/usr/include${CPATH:+:$CPATH}"
+  cuda_args+=("-DCMAKE_INCLUDE_PATH=$sysroot/usr/include" "-DCMAKE_LIBRARY_PATH=$sysroot/usr/lib/$multiarch")
+elif [ -x "$root/ops/setup.sh" ]; then
+  note "packages: missing $missing_libs; running ops/setup.sh (apt-get, then a full build in build-gpu)"
+  timeout 900 "$root/ops/setup.sh" --build-dir "$build" -- "${cuda_args[@]}" >"$logs/setup.txt" 2>&1 ||
+    { tail -20 "$logs/setup.txt"; note "ops/setup.sh failed (no registry? see ops/gpu_check.sh --fetch-debs)"; finish 3; }
+else
+  note "packages: missing $missing_libs and no way to install them"
+  finish 3
+fi
+
+# ---- configure and build ----
+generator=()
+if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+t0=$(date +%s)
+if ! cmake -S "$root" -B "$build" "${generator[@]}" "${cuda_args[@]}" >"$logs/configure.txt" 2>&1; then
+  tail -30 "$logs/configure.txt"
+  note "configure failed (see configure.txt)"
+  finish 4
+fi
+grep "satrap: CUDA path" "$logs/configure.txt" | tee -a "$summary"
+if ! cmake --build "$build" --target satrap_gpu_test gpu_dlrm_bench -j "$jobs" >"$logs/build.txt" 2>&1; then
+  grep -E "error|Error" "$logs/build.txt" | head -30
+  note "build failed (see build.txt)"
+  finish 5
+fi
+note "configure + build of satrap_gpu_test and gpu_dlrm_bench: $(( $(date +%s) - t0 )) s"
+grep -i "warning" "$logs/build.txt" | head -10 | tee -a "$summary"
+
+# ---- the GPU test, then CTest's view of it, then the benchmark ----
+"$build/bin/satrap_gpu_test" --duration=true >"$logs/gpu_test.txt" 2>&1
+test_rc=$?
+grep -vE "^\s*$" "$logs/gpu_test.txt" | grep -E "satrap_gpu_test on|ERROR|FAILED|CHECK|worst|test cases|assertions|Status|SKIPPED" | head -60
+note "satrap_gpu_test exit $test_rc (0 passed, 77 skipped: no device)"
+ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest_gpu.txt" 2>&1
+note "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$logs/ctest_gpu.txt" | head -1)"
+# shellcheck disable=SC2086
+timeout 300 "$build/bin/gpu_dlrm_bench" $bench_args >"$logs/gpu_bench.txt" 2>&1
+bench_rc=$?
+tail -3 "$logs/gpu_bench.txt"
+grep "^gpu_dlrm_bench " "$logs/gpu_bench.txt" >>"$summary"
+note "gpu_dlrm_bench exit $bench_rc"
+
+if [ "$test_rc" -eq 77 ]; then note "the GPU test was SKIPPED: no usable CUDA device"; finish 6; fi
+if [ "$test_rc" -ne 0 ]; then finish 1; fi
+if [ "$bench_rc" -ne 0 ]; then finish 2; fi
+finish 0
