@@ -494,6 +494,30 @@ TEST_CASE("a one-rank NCCL communicator all-reduces (sum) in place and out of pl
   REQUIRE_OK(SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)));
   check_close("in place", to_host(d, n), h, 0.0, 0.0);
   check_close("out of place", to_host(out, n), h, 0.0, 0.0);
+
+  // The trainer's flow: all-reduce the GPU DLRM's gradients on the device, on the model's stream.
+  dense_model_config config;
+  config.slots = 3;
+  auto model = make_cuda_dlrm(config, 5);
+  REQUIRE_OK(model);
+  cuda_dlrm& m = *model.value();
+  const int batch = 16;
+  auto dense = random_floats(size_t(batch) * config.dense_features, 121);
+  auto pooled = random_floats(size_t(batch) * config.slots * config.dim, 122);
+  std::vector<float> labels(batch, 1.0f), logits(batch), pooled_grad(pooled.size());
+  REQUIRE_OK(m.try_forward_backward(batch, dense.data(), pooled.data(), labels.data(), 1.0f,
+                                    logits.data(), pooled_grad.data()));
+  float* dg = m.device_grads();
+  REQUIRE(dg != nullptr);
+  REQUIRE_OK(comm.value()->all_reduce_sum(dg, dg, m.param_count(), m.stream()));
+  REQUIRE_OK(SATRAP_CUDA_CHECK(cudaStreamSynchronize(m.stream())));
+  auto reduced = m.grads();  // downloads: device_grads() marked the device copy newer
+  std::vector<float> cl(batch), cpg(pooled.size());
+  auto cpu = make_dlrm(config, 5);
+  cpu->forward_backward(batch, dense.data(), pooled.data(), labels.data(), 1.0f, cl.data(),
+                        cpg.data());
+  check_rel_l2("all-reduced grads (one rank)", std::vector<float>(reduced.begin(), reduced.end()),
+               std::vector<float>(cpu->grads().begin(), cpu->grads().end()), 1e-5);
   REQUIRE_OK(comm.value()->destroy());
   CHECK_FALSE(comm.value()->all_reduce_sum(d.data(), d.data(), n, stream).ok());
   REQUIRE_OK(SATRAP_CUDA_CHECK(cudaStreamDestroy(stream)));
