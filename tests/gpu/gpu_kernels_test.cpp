@@ -125,6 +125,11 @@ TEST_SUITE("host") {
     config.type = dense_model_type::dlrm;
     auto far = make_cuda_dlrm(config, 1, 1 << 20);
     CHECK_FALSE(far.ok());
+    if (!cuda_device_count().ok()) {  // no GPU here: the factory says so instead of failing later
+      auto none = make_cuda_dlrm(config, 1);
+      REQUIRE_FALSE(none.ok());
+      CHECK(none.error().find("no usable CUDA device") != std::string::npos);
+    }
   }
 
   TEST_CASE("nccl_comm checks the unique id's size") {
