@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "models/cuda/cuda_dlrm.hpp"
@@ -526,6 +527,50 @@ TEST_CASE("a one-rank NCCL communicator all-reduces (sum) in place and out of pl
   REQUIRE_OK(comm.value()->destroy());
   CHECK_FALSE(comm.value()->all_reduce_sum(d.data(), d.data(), n, stream).ok());
   REQUIRE_OK(SATRAP_CUDA_CHECK(cudaStreamDestroy(stream)));
+}
+
+TEST_CASE("NCCL all-reduce across every GPU, one rank (and thread) per device") {
+  auto devices = cuda_device_count();
+  REQUIRE_OK(devices);
+  const int n = devices.value();
+  if (n < 2) {
+    MESSAGE("one GPU: the multi-rank all-reduce needs two or more (the one-rank case ran above)");
+    return;
+  }
+  auto id = nccl_comm::make_unique_id();
+  REQUIRE_OK(id);
+  const size_t count = 1 << 20;
+  std::vector<std::string> errors(n);
+  std::vector<float> first(n), last(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto fail = [&](const std::string& e) { errors[r] = e; };
+      auto comm = nccl_comm::init_rank(id.value(), n, r, r);
+      if (!comm.ok()) return fail(comm.error());
+      cudaStream_t stream = nullptr;
+      if (auto s = SATRAP_CUDA_CHECK(cudaStreamCreate(&stream)); !s.ok()) return fail(s.error());
+      device_array<float> buf;
+      if (auto s = buf.reserve(count); !s.ok()) return fail(s.error());
+      std::vector<float> h(count, static_cast<float>(r + 1));
+      cudaMemcpy(buf.data(), h.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+      if (auto s = comm.value()->all_reduce_sum(buf.data(), buf.data(), count, stream); !s.ok())
+        return fail(s.error());
+      if (auto s = SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)); !s.ok()) return fail(s.error());
+      cudaMemcpy(h.data(), buf.data(), count * sizeof(float), cudaMemcpyDeviceToHost);
+      first[r] = h.front();
+      last[r] = h.back();
+      cudaStreamDestroy(stream);
+      if (auto s = comm.value()->destroy(); !s.ok()) return fail(s.error());
+    });
+  for (auto& t : threads) t.join();
+  const float expected = static_cast<float>(n * (n + 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK(errors[r].empty());
+    CHECK(first[r] == expected);
+    CHECK(last[r] == expected);
+  }
 }
 
 // Without a device: the host suite, then exit 77 (CTest's SKIP_RETURN_CODE) saying why.
