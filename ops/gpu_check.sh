@@ -83,6 +83,8 @@ if [ -z "${NCCL_ROOT:-}" ] && [ ! -e "$cuda_include/nccl.h" ]; then
   fi
 fi
 note "NCCL: ${NCCL_ROOT:-beside CUDA ($cuda_include)}"
+# One machine: NCCL's bootstrap on loopback, and its warnings in the test's log.
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 
 # ---- packages ----
 missing=()
