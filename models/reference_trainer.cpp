@@ -30,7 +30,7 @@ reference_result reference_train(const synthetic_generator& data, const referenc
   const int dim = options.model.dim, bs = options.batch_size;
 
   embedding_table table(options.embedding);
-  auto model = make_dlrm(options.model, options.seed);
+  auto model = make_dense_model(options.model, options.seed);
   dense_optimizer optimizer(options.dense, model->params().size());
 
   reference_result result;

@@ -7,7 +7,7 @@
 
 #include "models/data/synthetic.hpp"
 #include "models/dense/dense_optimizer.hpp"
-#include "models/dense/dlrm.hpp"
+#include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
 
@@ -15,7 +15,7 @@ namespace satrap {
 
 // A whole reference run. The defaults are the tuned defaults of `satrap train`.
 struct reference_options {
-  dlrm_config model;                  // dense model shape (slots/dense_features must match the data)
+  dense_model_config model;           // dense model type and shape (slots/dense_features must match the data)
   embedding_options embedding;        // embedding table + sparse optimizer (dim must match model.dim)
   dense_optimizer_options dense;      // dense optimizer
   pooling pool = pooling::sum;        // bag pooling

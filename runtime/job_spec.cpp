@@ -16,7 +16,7 @@ namespace satrap {
 job_spec job_spec_defaults() {
   job_spec s;
   reference_options ref;
-  s.model.dlrm = ref.model;
+  s.model.network = ref.model;
   s.model.pool = ref.pool;
   s.model.dense = ref.dense;
   s.model.embedding = ref.embedding;
@@ -187,11 +187,13 @@ constexpr uint64_t u64max = std::numeric_limits<uint64_t>::max();
 std::vector<job_field> make_fields() {
   return {
     SATRAP_STRING_FIELD("name", "name", "job name", name),
-    SATRAP_ENUM_FIELD("model.type", "model", "dense model", model.type,
-                      std::pair<const char*, std::string>{"dlrm", "dlrm"}),
-    SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.dlrm.dim, 1, 4096),
-    SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.dlrm.bottom),
-    SATRAP_SIZES_FIELD("model.top", "top", "top MLP hidden sizes", model.dlrm.top),
+    SATRAP_ENUM_FIELD("model.type", "model", "dense model", model.network.type,
+                      {"dlrm", dense_model_type::dlrm}, {"dcn_v2", dense_model_type::dcn_v2},
+                      {"deepfm", dense_model_type::deepfm}, {"wide_deep", dense_model_type::wide_deep}),
+    SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.network.dim, 1, 4096),
+    SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.network.bottom),
+    SATRAP_SIZES_FIELD("model.top", "top", "top (deep) MLP hidden sizes", model.network.top),
+    SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers", model.network.cross_layers, 0, 64),
     SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
                       {"sum", pooling::sum}, {"mean", pooling::mean}),
     SATRAP_ENUM_FIELD("model.dense_optimizer.kind", "dense-optimizer", "dense optimizer",
@@ -470,9 +472,9 @@ caf::error job_spec_finalize(job_spec& spec) {
   if (spec.data.source == "synthetic" && spec.training.test_batches == 0)
     return bad("training.test_batches: expected at least 1 for synthetic data (0 means the whole "
                "test split, which only file data has)");
-  spec.model.dlrm.slots = job_data_slots(spec.data);
-  spec.model.dlrm.dense_features = job_data_dense_features(spec.data);
-  spec.model.embedding.dim = spec.model.dlrm.dim;
+  spec.model.network.slots = job_data_slots(spec.data);
+  spec.model.network.dense_features = job_data_dense_features(spec.data);
+  spec.model.embedding.dim = spec.model.network.dim;
   auto& p = spec.placement;
   if (p.partitions < p.shards)
     return bad("placement.partitions: expected at least placement.shards ("
@@ -484,7 +486,7 @@ caf::error job_spec_finalize(job_spec& spec) {
   if (!spec.checkpoint.dir.empty() || spec.checkpoint.every_steps != 0)
     return bad("checkpoint: checkpoints are not implemented yet; leave checkpoint.dir empty and "
                "checkpoint.every_steps 0");
-  if (spec.model.dlrm.bottom.empty() && spec.model.dlrm.dense_features != spec.model.dlrm.dim)
+  if (spec.model.network.bottom.empty() && spec.model.network.dense_features != spec.model.network.dim)
     return bad("model.bottom: expected at least one layer");
   return caf::none;
 }

@@ -11,7 +11,7 @@
 #include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "models/dense/dense_optimizer.hpp"
-#include "models/dense/dlrm.hpp"
+#include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
 
@@ -24,11 +24,10 @@
 namespace satrap {
 
 struct model_spec {
-  std::string type = "dlrm";            // dense model (only dlrm so far)
-  dlrm_config dlrm;                     // slots and dense_features follow the data section
+  dense_model_config network;           // type and shape; slots and dense_features follow the data section
   pooling pool = pooling::sum;          // how a bag of ids becomes one vector
   dense_optimizer_options dense;        // dense optimizer (synchronous, all-reduced)
-  embedding_options embedding;          // sparse optimizer and initialiser; dim follows dlrm.dim
+  embedding_options embedding;          // sparse optimizer and initialiser; dim follows network.dim
 };
 
 struct data_spec {

@@ -1,5 +1,6 @@
 #include "runtime/placement.hpp"
 
+#include "models/dense/model_zoo.hpp"
 #include "models/embedding/row_layout.hpp"
 #include "runtime/error.hpp"
 
@@ -27,21 +28,6 @@ namespace {
 constexpr double index_overhead = 1.25;
 // Room left on a node for the process itself, the OS and the network buffers.
 constexpr double memory_headroom = 0.9;
-
-uint64_t dense_params(const dlrm_config& c) {
-  uint64_t total = 0;
-  auto mlp = [&](int in, const std::vector<int>& hidden, int out) {
-    for (int h : hidden) {
-      total += static_cast<uint64_t>(in) * h + h;
-      in = h;
-    }
-    total += static_cast<uint64_t>(in) * out + out;
-  };
-  mlp(c.dense_features, c.bottom, c.dim);
-  int n = c.slots + 1;
-  mlp(c.dim + n * (n - 1) / 2, c.top, 1);
-  return total;
-}
 
 bool matches(const node_spec& node, const std::string& selector) {
   std::stringstream ss(selector);
@@ -148,19 +134,19 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   auto& e = spec.model.embedding;
   auto& pl = spec.placement;
   auto& t = spec.training;
-  auto& dlrm = spec.model.dlrm;
+  auto& net = spec.model.network;
   p.embedding_rows = pl.embedding_rows > 0
                        ? pl.embedding_rows
                        : static_cast<uint64_t>(spec.data.synthetic.slots) * spec.data.synthetic.vocab;
   p.bytes_per_row = static_cast<double>(row_layout::of(e).stride) * index_overhead;
   p.embedding_parameters = p.embedding_rows * static_cast<uint64_t>(e.dim);
-  p.dense_parameters = dense_params(dlrm);
+  p.dense_parameters = dense_model_param_count(net);
   p.trainers_on_gpus = std::any_of(m.nodes.begin(), m.nodes.end(),
                                    [](auto& n) { return n.resources.gpus > 0; });
   double rows_per_shard = static_cast<double>(p.embedding_rows) / pl.shards;
   auto in_flight = static_cast<double>(t.staleness + 1);
-  double batch_ids = static_cast<double>(t.batch_size) * dlrm.slots * spec.data.synthetic.ids_per_sample;
-  double pooled = static_cast<double>(t.batch_size) * dlrm.slots * dlrm.dim * 4.0;
+  double batch_ids = static_cast<double>(t.batch_size) * net.slots * spec.data.synthetic.ids_per_sample;
+  double pooled = static_cast<double>(t.batch_size) * net.slots * net.dim * 4.0;
   constexpr double mib = 1024.0 * 1024.0;
   p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + 256 * mib), 0.5, 0};
   // Aggregators keep each in-flight batch's de-dup map and pooled rows for every trainer they serve.
@@ -175,8 +161,8 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   // Traffic of one global step: every trainer's batch through every flow.
   auto T = static_cast<double>(pl.trainers);
   double unique = batch_ids;  // upper bound: Zipf data de-duplicates well below it
-  p.traffic.ids = T * (batch_ids * 8 + static_cast<double>(t.batch_size) * dlrm.slots * 4);
-  p.traffic.dense_batch = T * t.batch_size * (dlrm.dense_features * 4.0 + 8);
+  p.traffic.ids = T * (batch_ids * 8 + static_cast<double>(t.batch_size) * net.slots * 4);
+  p.traffic.dense_batch = T * t.batch_size * (net.dense_features * 4.0 + 8);
   p.traffic.lookups = T * unique * (8 + e.dim * 4.0);
   p.traffic.pooled = T * pooled * 2;
   p.traffic.push = T * unique * (8 + e.dim * 4.0);

@@ -309,7 +309,7 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
 dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config) {
   auto& st = self->state;
   st.config = std::move(config);
-  st.model = make_dlrm(st.config.model, st.config.seed);
+  st.model = make_dense_model(st.config.model, st.config.seed);
   st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
                                                    st.model->params().size());
   st.auc = std::make_unique<running_auc>(st.config.auc_window);

@@ -19,7 +19,7 @@
 #include "actors/data_loader/data_loader.hpp"
 #include "actors/gradient_aggregator/gradient_aggregator.hpp"
 #include "models/dense/dense_optimizer.hpp"
-#include "models/dense/dlrm.hpp"
+#include "models/dense/model_zoo.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/payload.hpp"
 
@@ -85,7 +85,7 @@ using dense_trainer_actor = caf::typed_actor<
 struct dense_trainer_config {
   int32_t rank = 0;                                   // this replica
   int32_t world = 1;                                  // replicas in the job
-  dlrm_config model;                                  // network shape
+  dense_model_config model;                           // network type and shape
   dense_optimizer_options optimizer;                  // dense optimizer
   uint64_t seed = 7;                                  // same on every replica: same initial model
   int32_t batch_size = 512;                           // samples per batch

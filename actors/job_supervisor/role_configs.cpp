@@ -10,7 +10,7 @@ gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index
                                              std::vector<embedding_shard_actor> shards) {
   gradient_aggregator_config c;
   c.index = index;
-  c.dim = spec.model.dlrm.dim;
+  c.dim = spec.model.network.dim;
   c.pool = spec.model.pool;
   c.partitions = partition_map::uniform(static_cast<uint32_t>(spec.placement.partitions),
                                         static_cast<uint32_t>(shards.size()));
@@ -25,7 +25,7 @@ dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
   dense_trainer_config c;
   c.rank = rank;
   c.world = spec.placement.trainers;
-  c.model = spec.model.dlrm;
+  c.model = spec.model.network;
   c.optimizer = spec.model.dense;
   c.seed = spec.training.seed;
   c.batch_size = spec.training.batch_size;

@@ -1,11 +1,10 @@
-#include "models/dense/dlrm.hpp"
-
 #include <algorithm>
 #include <cassert>
 
 #include "models/dense/bce.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/mlp.hpp"
+#include "models/dense/model_zoo.hpp"
 
 namespace satrap {
 
@@ -18,7 +17,7 @@ std::vector<int> with_last(std::vector<int> sizes, int last) {
 
 class dlrm final : public dense_model {
  public:
-  dlrm(const dlrm_config& config, uint64_t seed)
+  dlrm(const dense_model_config& config, uint64_t seed)
       : config_(config),
         bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
         top_(interaction_output_size(config.slots, config.dim), with_last(config.top, 1), false) {
@@ -64,7 +63,7 @@ class dlrm final : public dense_model {
     return top_.forward(batch, top_params(), z_.data());
   }
 
-  dlrm_config config_;
+  dense_model_config config_;
   mlp bottom_;
   mlp top_;
   std::vector<float> params_;
@@ -75,7 +74,7 @@ class dlrm final : public dense_model {
 
 }  // namespace
 
-std::unique_ptr<dense_model> make_dlrm(const dlrm_config& config, uint64_t seed) {
+std::unique_ptr<dense_model> make_dlrm(const dense_model_config& config, uint64_t seed) {
   return std::make_unique<dlrm>(config, seed);
 }
 

@@ -23,6 +23,8 @@ class mlp {
 
   // Returns the output [batch x out()], valid until the next forward.
   const float* forward(int batch, const float* params, const float* x);
+  // The last forward's output (what it returned).
+  const float* output() const { return outputs_.back().data(); }
   // After forward on the same x: grads (param_count()) overwritten; dx [batch x in()] unless null.
   void backward(int batch, const float* params, const float* dy, float* grads, float* dx);
 

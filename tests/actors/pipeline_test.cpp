@@ -57,7 +57,7 @@ TEST_CASE("staleness 0 with several actors gives the loss trajectory of the plai
   auto actors = run_job(spec);
   REQUIRE(!job_spec_finalize(spec));
   reference_options ref;
-  ref.model = spec.model.dlrm;
+  ref.model = spec.model.network;
   ref.embedding = spec.model.embedding;
   ref.dense = spec.model.dense;
   ref.pool = spec.model.pool;

@@ -1,11 +1,11 @@
-// Finite-difference gradient checks for the dense layers and the whole DLRM.
+// Finite-difference gradient checks for the dense layers and every model of the zoo.
 #include <doctest/doctest.h>
 
 #include "models/dense/bce.hpp"
-#include "models/dense/dlrm.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/linear.hpp"
 #include "models/dense/mlp.hpp"
+#include "models/dense/model_zoo.hpp"
 #include "models/dense/relu.hpp"
 #include "grad_check.hpp"
 
@@ -121,17 +121,17 @@ TEST_CASE("bce with logits: values, stability and gradient") {
   check_gradient(loss, zz, dd, 1e-3f, 1e-4, 1e-3);
 }
 
-TEST_CASE("dlrm forward_backward: param grads and pooled_grad match finite differences") {
-  dlrm_config config;
-  config.dense_features = 3;
-  config.slots = 3;
-  config.dim = 4;
-  config.bottom = {5};
-  config.top = {6};
-  auto model = make_dlrm(config, 3);
-  const int batch = 4;
+namespace {
+
+// forward agrees with forward_backward, the loss is what it returns, and the param grads and
+// pooled_grad match central differences of the scaled loss.
+void check_model_gradients(const dense_model_config& config, uint64_t seed) {
+  auto model = make_dense_model(config, seed);
+  REQUIRE(model->params().size() == dense_model_param_count(config));
+  const int batch = 4, df = config.dense_features;
   const float scale = 0.25f;
-  auto dense = random_vector(batch * 3, 31, 1.5f), pooled = random_vector(batch * 3 * 4, 32, 1.0f);
+  auto dense = random_vector(batch * df, 31, 1.5f);
+  auto pooled = random_vector(static_cast<size_t>(batch) * config.slots * config.dim, 32, 1.0f);
   std::vector<float> labels = {1, 0, 0, 1}, logits(batch), pooled_grad(pooled.size());
   double loss0 = model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
                                          logits.data(), pooled_grad.data());
@@ -156,14 +156,79 @@ TEST_CASE("dlrm forward_backward: param grads and pooled_grad match finite diffe
   check_gradient(loss, pooled, pooled_grad, 1e-3f, 2e-4, 2e-2);
 }
 
+dense_model_config small_config(dense_model_type type) {
+  dense_model_config config;
+  config.type = type;
+  config.dense_features = 3;
+  config.slots = 3;
+  config.dim = 4;
+  config.bottom = {5};
+  config.top = {6};
+  config.cross_layers = 2;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("dlrm forward_backward: param grads and pooled_grad match finite differences") {
+  check_model_gradients(small_config(dense_model_type::dlrm), 3);
+}
+
+TEST_CASE("dcn_v2 forward_backward: param grads and pooled_grad match finite differences") {
+  check_model_gradients(small_config(dense_model_type::dcn_v2), 4);
+  auto no_cross = small_config(dense_model_type::dcn_v2);
+  no_cross.cross_layers = 0;
+  check_model_gradients(no_cross, 5);
+}
+
+TEST_CASE("deepfm forward_backward: param grads and pooled_grad match finite differences") {
+  check_model_gradients(small_config(dense_model_type::deepfm), 6);
+}
+
+TEST_CASE("wide_deep forward_backward: param grads and pooled_grad match finite differences") {
+  auto config = small_config(dense_model_type::wide_deep);
+  config.top = {6, 5};
+  check_model_gradients(config, 7);
+}
+
+TEST_CASE("deepfm's FM term is the sum of pairwise field dot products") {
+  // With every parameter zero but the bottom MLP's last bias, the logit is the FM term alone.
+  auto config = small_config(dense_model_type::deepfm);
+  auto model = make_dense_model(config, 1);
+  std::fill(model->params().begin(), model->params().end(), 0.0f);
+  // bottom = dense_features -> 5 -> dim: its last bias starts after the two weight matrices.
+  const size_t last_bias = 5 * 3 + 5 + 4 * 5;
+  std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.25f};
+  std::copy(x.begin(), x.end(), model->params().begin() + last_bias);
+  auto dense = random_vector(3, 51), pooled = random_vector(3 * 4, 52);
+  float logit = 0.0f;
+  model->forward(1, dense.data(), pooled.data(), &logit);
+  std::vector<const float*> fields = {x.data(), &pooled[0], &pooled[4], &pooled[8]};
+  double want = 0.0;
+  for (size_t i = 0; i < fields.size(); ++i)
+    for (size_t j = i + 1; j < fields.size(); ++j)
+      for (int k = 0; k < 4; ++k) want += static_cast<double>(fields[i][k]) * fields[j][k];
+  CHECK(logit == doctest::Approx(want).epsilon(1e-5));
+}
+
+TEST_CASE("dense_model_param_count matches every model of the zoo") {
+  for (auto type : {dense_model_type::dlrm, dense_model_type::dcn_v2, dense_model_type::deepfm,
+                    dense_model_type::wide_deep}) {
+    dense_model_config config;  // the defaults of satrap train
+    config.type = type;
+    CAPTURE(dense_model_type_name(type));
+    CHECK(make_dense_model(config, 1)->params().size() == dense_model_param_count(config));
+  }
+}
+
 TEST_CASE("dlrm grads are overwritten, not accumulated, and init is deterministic") {
-  dlrm_config config;
+  dense_model_config config;
   config.dense_features = 2;
   config.slots = 2;
   config.dim = 3;
   config.bottom = {4};
   config.top = {4};
-  auto a = make_dlrm(config, 9), b = make_dlrm(config, 9);
+  auto a = make_dense_model(config, 9), b = make_dense_model(config, 9);
   REQUIRE(a->params().size() == b->params().size());
   CHECK(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
   auto dense = random_vector(4, 41), pooled = random_vector(2 * 2 * 3, 42);

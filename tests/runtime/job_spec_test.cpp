@@ -45,16 +45,16 @@ checkpoint: {dir: "", every_steps: 0}
   REQUIRE_MESSAGE(!err, error_text(err));
   REQUIRE(!job_spec_finalize(spec));
   CHECK(spec.name == "tiny");
-  CHECK(spec.model.dlrm.dim == 8);
+  CHECK(spec.model.network.dim == 8);
   CHECK(spec.model.embedding.dim == 8);
-  CHECK(spec.model.dlrm.bottom == std::vector<int>{16, 12});
-  CHECK(spec.model.dlrm.top == std::vector<int>{20});
+  CHECK(spec.model.network.bottom == std::vector<int>{16, 12});
+  CHECK(spec.model.network.top == std::vector<int>{20});
   CHECK(spec.model.pool == pooling::mean);
   CHECK(spec.model.dense.kind == dense_optimizer_kind::adagrad);
   CHECK(spec.model.dense.learning_rate == doctest::Approx(0.02));
   CHECK(spec.model.embedding.optimizer == sparse_optimizer_kind::sgd);
   CHECK(spec.data.synthetic.slots == 5);
-  CHECK(spec.model.dlrm.slots == 5);
+  CHECK(spec.model.network.slots == 5);
   CHECK(spec.data.synthetic.vocab == 1000);
   CHECK(spec.training.staleness == 0);
   CHECK(spec.placement.trainers == 2);
@@ -80,6 +80,20 @@ TEST_CASE("a bad value names the key, the line and what was expected") {
   CHECK(load_error("model: {bottom: [64, -1]}").find("model.bottom: expected a list")
         != std::string::npos);
   CHECK(load_error("data: {synthetic: {zipf_exponent: x}}").find("expected a number")
+        != std::string::npos);
+}
+
+TEST_CASE("model.type picks a model of the zoo and names the allowed ones when unknown") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.model.network.type == dense_model_type::dlrm);
+  REQUIRE(!job_spec_load_text("model: {type: dcn_v2, cross_layers: 2}\n", "job.yaml", spec));
+  CHECK(spec.model.network.type == dense_model_type::dcn_v2);
+  CHECK(spec.model.network.cross_layers == 2);
+  CHECK(field("model.type").set(spec, "wide_deep").empty());
+  CHECK(spec.model.network.type == dense_model_type::wide_deep);
+  auto e = load_error("model:\n  type: xdeepfm\n");
+  CHECK(e.find("job.yaml:2:") != std::string::npos);
+  CHECK(e.find("model.type: expected one of dlrm dcn_v2 deepfm wide_deep, got 'xdeepfm'")
         != std::string::npos);
 }
 
@@ -114,7 +128,7 @@ TEST_CASE("a flag overrides the file through the same setter") {
 TEST_CASE("the printed spec loads back to the same spec") {
   auto spec = job_spec_defaults();
   spec.name = "round-trip";
-  spec.model.dlrm.top = {48, 24};
+  spec.model.network.top = {48, 24};
   spec.placement.shards = 7;
   auto yaml = job_spec_to_yaml(spec);
   auto back = job_spec_defaults();

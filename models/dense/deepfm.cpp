@@ -1,0 +1,124 @@
+// DeepFM: FM second-order term + first-order linear + deep MLP over [bottom(dense), e_1..e_slots].
+#include <algorithm>
+#include <cassert>
+
+#include "models/dense/bce.hpp"
+#include "models/dense/concat.hpp"
+#include "models/dense/mlp.hpp"
+#include "models/dense/model_zoo.hpp"
+
+namespace satrap {
+
+namespace {
+
+std::vector<int> with_last(std::vector<int> sizes, int last) {
+  sizes.push_back(last);
+  return sizes;
+}
+
+class deepfm final : public dense_model {
+ public:
+  deepfm(const dense_model_config& config, uint64_t seed)
+      : config_(config),
+        fields_(config.slots + 1),
+        width_(fields_ * config.dim),
+        bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
+        linear_(width_, {1}, false),
+        top_(width_, with_last(config.top, 1), false) {
+    linear_offset_ = bottom_.param_count();
+    top_offset_ = linear_offset_ + linear_.param_count();
+    params_.resize(top_offset_ + top_.param_count());
+    grads_.resize(params_.size());
+    bottom_.init(params_.data(), seed);
+    top_.init(params_.data() + top_offset_, seed + 1);
+    linear_.init(params_.data() + linear_offset_, seed + 2);
+  }
+
+  std::span<float> params() override { return params_; }
+  std::span<const float> params() const override { return params_; }
+  std::span<float> grads() override { return grads_; }
+
+  void forward(int batch, const float* dense, const float* pooled, float* logits) override {
+    run_forward(batch, dense, pooled, logits);
+  }
+
+  double forward_backward(int batch, const float* dense, const float* pooled, const float* labels,
+                          float loss_scale, float* logits, float* pooled_grad) override {
+    run_forward(batch, dense, pooled, logits);
+    dlogits_.resize(batch);
+    double loss = bce_with_logits(batch, logits, labels, loss_scale, dlogits_.data());
+    const int dim = config_.dim;
+    const size_t n = static_cast<size_t>(batch) * width_;
+    g_.resize(n);
+    tmp_.resize(n);
+    top_.backward(batch, params_.data() + top_offset_, dlogits_.data(),
+                  grads_.data() + top_offset_, g_.data());
+    linear_.backward(batch, params_.data() + linear_offset_, dlogits_.data(),
+                     grads_.data() + linear_offset_, tmp_.data());
+    // d fm / d v_ik = S_k - v_ik.
+    for (int s = 0; s < batch; ++s) {
+      const float* v = z_.data() + static_cast<size_t>(s) * width_;
+      const float* sum = sums_.data() + static_cast<size_t>(s) * dim;
+      float* g = g_.data() + static_cast<size_t>(s) * width_;
+      const float* t = tmp_.data() + static_cast<size_t>(s) * width_;
+      const float d = dlogits_[s];
+      for (int i = 0; i < fields_; ++i)
+        for (int k = 0; k < dim; ++k) {
+          const int j = i * dim + k;
+          g[j] += t[j] + d * (sum[k] - v[j]);
+        }
+    }
+    dx_.resize(static_cast<size_t>(batch) * dim);
+    split_rows(batch, dim, dx_.data(), config_.slots * dim, pooled_grad, g_.data());
+    bottom_.backward(batch, params_.data(), dx_.data(), grads_.data(), nullptr);
+    return loss;
+  }
+
+ private:
+  void run_forward(int batch, const float* dense, const float* pooled, float* logits) {
+    assert(batch > 0);
+    const int dim = config_.dim;
+    const float* x = bottom_.forward(batch, params_.data(), dense);
+    z_.resize(static_cast<size_t>(batch) * width_);
+    concat_rows(batch, dim, x, config_.slots * dim, pooled, z_.data());
+    const float* deep = top_.forward(batch, params_.data() + top_offset_, z_.data());
+    const float* first = linear_.forward(batch, params_.data() + linear_offset_, z_.data());
+    sums_.resize(static_cast<size_t>(batch) * dim);
+    for (int s = 0; s < batch; ++s) {
+      const float* v = z_.data() + static_cast<size_t>(s) * width_;
+      float* sum = sums_.data() + static_cast<size_t>(s) * dim;
+      std::fill(sum, sum + dim, 0.0f);
+      float squares = 0.0f;
+      for (int i = 0; i < fields_; ++i)
+        for (int k = 0; k < dim; ++k) {
+          const float e = v[i * dim + k];
+          sum[k] += e;
+          squares += e * e;
+        }
+      float fm = 0.0f;
+      for (int k = 0; k < dim; ++k) fm += sum[k] * sum[k];
+      logits[s] = 0.5f * (fm - squares) + first[s] + deep[s];
+    }
+  }
+
+  dense_model_config config_;
+  int fields_;                       // slots + 1
+  int width_;                        // fields_ * dim
+  mlp bottom_;
+  mlp linear_;                       // first-order term: one linear layer to 1
+  mlp top_;
+  size_t linear_offset_ = 0, top_offset_ = 0;
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  std::vector<float> z_;             // [bottom(dense), e_1..e_slots] per sample
+  std::vector<float> sums_;          // per sample: S_k = sum over fields
+  std::vector<float> g_, tmp_, dx_, dlogits_;
+};
+
+}  // namespace
+
+std::unique_ptr<dense_model> make_deepfm(const dense_model_config& config, uint64_t seed) {
+  return std::make_unique<deepfm>(config, seed);
+}
+
+}  // namespace satrap

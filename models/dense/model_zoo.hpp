@@ -1,0 +1,56 @@
+// The dense model zoo: one config for every dense network a job can train (DLRM, DCN-v2, DeepFM,
+// Wide&Deep), the factory that builds one and its parameter count (used by the planner).
+// Threading: plain values and pure functions; each model made is not thread-safe, one owner.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/dense/dense_model.hpp"
+
+namespace satrap {
+
+enum class dense_model_type { dlrm, dcn_v2, deepfm, wide_deep };
+
+// Shape of a dense network. Every model has the bottom tower (dense features -> dim, like an
+// embedding) and a deep MLP over its own input whose last layer outputs the one logit.
+struct dense_model_config {
+  dense_model_type type = dense_model_type::dlrm;
+  int dense_features = 13;         // dense inputs per sample
+  int slots = 8;                   // pooled embeddings per sample
+  int dim = 16;                    // embedding size (= bottom MLP output size)
+  std::vector<int> bottom = {32};  // hidden sizes of the bottom MLP; a last layer outputs `dim` (no activation after it)
+  std::vector<int> top = {64, 32}; // hidden sizes of the top / deep MLP; a last layer outputs 1 logit
+  int cross_layers = 3;            // DCN-v2: full-rank cross layers before the deep MLP
+};
+
+// "dlrm", "dcn_v2", "deepfm", "wide_deep".
+const char* dense_model_type_name(dense_model_type type);
+
+// Parameters start like PyTorch's nn.Linear (uniform +-1/sqrt(fan_in)), deterministic in seed.
+// The flat parameter vector is the bottom MLP first, then the model's own parts (see each maker);
+// every linear layer is W (out x in, row-major) then b.
+std::unique_ptr<dense_model> make_dense_model(const dense_model_config& config, uint64_t seed);
+
+// make_dense_model(config, s)->params().size(), without building the model.
+uint64_t dense_model_param_count(const dense_model_config& config);
+
+// DLRM: bottom MLP, pairwise-dot interaction of [bottom(dense), e_1..e_slots], top MLP.
+// Params: bottom, top.
+std::unique_ptr<dense_model> make_dlrm(const dense_model_config& config, uint64_t seed);
+// DCN-v2 (stacked): x0 = [bottom(dense), e_1..e_slots] of size (slots+1)*dim; cross layers
+// x_{l+1} = x0 * (W_l x_l + b_l) + x_l (element-wise *, full-rank W_l); then the top MLP on x_L.
+// Params: bottom, cross layers (W_l, b_l each), top.
+std::unique_ptr<dense_model> make_dcn_v2(const dense_model_config& config, uint64_t seed);
+// DeepFM: fields [bottom(dense), e_1..e_slots]; logit = FM second-order term
+// 0.5 * sum_k((sum_i v_ik)^2 - sum_i v_ik^2) + a linear layer (first order) over the concatenated
+// fields + the top MLP over them. Params: bottom, first-order linear, top.
+std::unique_ptr<dense_model> make_deepfm(const dense_model_config& config, uint64_t seed);
+// Wide&Deep: logit = wide + deep; wide = a linear layer over [dense, e_1..e_slots] (raw dense
+// features; per-id weights live in the embedding store, so the wide part sees pooled embeddings);
+// deep = the top MLP over [bottom(dense), e_1..e_slots]. Params: bottom, wide linear, top.
+std::unique_ptr<dense_model> make_wide_deep(const dense_model_config& config, uint64_t seed);
+
+}  // namespace satrap
