@@ -2,6 +2,10 @@
 
 #include <kj/io.h>
 
+#include <malloc.h>
+
+#include <algorithm>
+
 namespace satrap {
 
 capnp_payload payload_encode(capnp::MessageBuilder& builder) {
@@ -12,6 +16,54 @@ capnp_payload payload_encode(capnp::MessageBuilder& builder) {
     kj::arrayPtr(reinterpret_cast<kj::byte*>(p.bytes.data()), p.bytes.size()));
   capnp::writeMessage(out, builder);
   return p;
+}
+
+payload_builder::payload_builder(size_t words) {
+  // vector<char> storage comes from operator new (16-byte aligned): the segment at +8 is
+  // word-aligned, and value-initialised (zero) as Cap'n Proto requires of a fresh segment.
+  payload_.bytes.resize(sizeof(capnp::word) * (1 + std::max<size_t>(words, 1)));
+}
+
+kj::ArrayPtr<capnp::word> payload_builder::allocateSegment(unsigned minimum_words) {
+  auto first_words = payload_.bytes.size() / sizeof(capnp::word) - 1;
+  if (!first_taken_ && minimum_words <= first_words) {
+    first_taken_ = true;
+    return {reinterpret_cast<capnp::word*>(payload_.bytes.data() + sizeof(capnp::word)),
+            first_words};
+  }
+  first_taken_ = true;
+  auto size = std::max<size_t>(minimum_words, 1024);
+  auto seg = kj::heapArray<capnp::word>(size);
+  std::memset(seg.begin(), 0, size * sizeof(capnp::word));
+  spilled_.push_back(std::move(seg));
+  return spilled_.back();
+}
+
+capnp_payload payload_builder::finish() {
+  auto segments = getSegmentsForOutput();
+  if (segments.size() != 1
+      || reinterpret_cast<const char*>(segments[0].begin())
+           != payload_.bytes.data() + sizeof(capnp::word))
+    return payload_encode(*this);  // spilled: flatten as usual
+  // Stream framing of a one-segment message: (segment count - 1) = 0, then its size in words.
+  auto words = static_cast<uint32_t>(segments[0].size());
+  uint32_t table[2] = {0, words};
+  std::memcpy(payload_.bytes.data(), table, sizeof table);
+  payload_.bytes.resize(sizeof(capnp::word) * (1 + size_t{words}));
+  return std::move(payload_);
+}
+
+size_t payload_builder::words_for(size_t data_words, size_t pointers,
+                                  std::initializer_list<size_t> blobs) {
+  size_t words = 1 + data_words + pointers;
+  for (auto b : blobs)
+    words += (b + sizeof(capnp::word) - 1) / sizeof(capnp::word);
+  return words;
+}
+
+void tune_allocator_for_payloads() {
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 namespace {

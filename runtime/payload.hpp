@@ -14,6 +14,7 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,35 @@ typename Inspector::result_type inspect(Inspector& f, capnp_payload& x) {
 
 // Flattens a built message into a payload (one copy of its segments).
 capnp_payload payload_encode(capnp::MessageBuilder& builder);
+
+// Builds a message straight inside a payload's bytes: its first segment is the payload buffer
+// after an 8-byte segment table, so finish() only writes that table (no flattening copy of a
+// multi-MB blob, no second buffer). Size it with words_for(): when the message outgrows it, the
+// builder spills into more segments and finish() falls back to payload_encode.
+// Threading: one thread; build, finish once, drop.
+class payload_builder final : public capnp::MessageBuilder {
+ public:
+  explicit payload_builder(size_t words);
+  ~payload_builder() noexcept(false) override = default;
+  capnp_payload finish();
+  kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override;
+
+  // Words of a struct of `data_words` + `pointers` with Data blobs of these byte sizes, as a root
+  // (the root pointer included).
+  static size_t words_for(size_t data_words, size_t pointers, std::initializer_list<size_t> blobs);
+
+ private:
+  capnp_payload payload_;
+  bool first_taken_ = false;
+  std::vector<kj::Array<capnp::word>> spilled_;
+};
+
+// Large-message friendly malloc settings for the process (glibc): buffers up to 32 MiB come from
+// the heap instead of fresh mmaps, and freed memory is not handed back to the kernel below
+// 256 MiB. Otherwise every multi-MB payload (built, serialised, received) costs a page fault per
+// 4 KiB, which under virtualisation is several times the cost of the copies themselves.
+// Idempotent; called by satrap_config.
+void tune_allocator_for_payloads();
 
 // Reads a payload in place. Limits are set from the payload's own size: it is trusted to be what it
 // claims, but a malformed one still raises kj::Exception instead of reading out of bounds.

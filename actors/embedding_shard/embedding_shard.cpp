@@ -12,27 +12,28 @@ struct shard_state {
   embedding_shard_config config;
   std::unique_ptr<embedding_table> table;
   shard_stats stats;
-  std::vector<float> rows;  // scratch for lookups
   static inline const char* name = "embedding_shard";
 };
 
+// The rows are written by the store straight into the reply's Data blob, which lies inside the
+// payload's own buffer (payload_builder): no scratch rows, no flattening copy.
 capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
   payload_reader reader(request);
   auto req = reader.root<schema::LookupRequest>();
   auto ids = data_view<uint64_t>(req.getIds());
   auto dim = static_cast<size_t>(st.config.embedding.dim);
-  st.rows.resize(ids.size() * dim);
-  if (req.getReadOnly())
-    st.table->peek(ids, st.rows.data());
-  else
-    st.table->lookup(ids, st.rows.data());
-  st.stats.lookups += static_cast<int64_t>(ids.size());
-  capnp::MallocMessageBuilder mb;
+  auto row_bytes = ids.size() * dim * sizeof(float);
+  payload_builder mb(payload_builder::words_for(2, 1, {row_bytes}));
   auto out = mb.initRoot<schema::EmbeddingRows>();
   out.setBatch(req.getBatch());
   out.setDim(static_cast<uint32_t>(dim));
-  out.setRows(data_of(st.rows));
-  return payload_encode(mb);
+  auto* rows = reinterpret_cast<float*>(out.initRows(row_bytes).begin());
+  if (req.getReadOnly())
+    st.table->peek(ids, rows);
+  else
+    st.table->lookup(ids, rows);
+  st.stats.lookups += static_cast<int64_t>(ids.size());
+  return mb.finish();
 }
 
 int64_t shard_update(shard_state& st, const capnp_payload& request) {
