@@ -11,6 +11,9 @@ namespace satrap {
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<capnp_payload>("satrap::capnp_payload");
   cfg.add_message_type<shard_stats>("satrap::shard_stats");
+  cfg.add_message_type<shard_snapshot_info>("satrap::shard_snapshot_info");
+  cfg.add_message_type<cut_report>("satrap::cut_report");
+  cfg.add_message_type<std::vector<node_agent_actor>>("std::vector<satrap::node_agent_actor>");
   cfg.add_message_type<train_plan>("satrap::train_plan");
   cfg.add_message_type<progress_report>("satrap::progress_report");
   cfg.add_message_type<trainer_report>("satrap::trainer_report");

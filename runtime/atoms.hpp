@@ -33,5 +33,12 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using ended_atom = caf::atom_constant<caf::atom("ended")>;
+// Checkpoints and recovery.
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using cut_atom = caf::atom_constant<caf::atom("cut")>;
+using hold_atom = caf::atom_constant<caf::atom("hold")>;
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
+using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
 
 }  // namespace satrap

@@ -338,10 +338,22 @@ std::vector<job_field> make_fields() {
                         placement.loader_selector),
     SATRAP_STRING_FIELD("placement.trainer_selector", "", "node labels for trainers",
                         placement.trainer_selector),
-    SATRAP_STRING_FIELD("checkpoint.dir", "", "checkpoint directory (not implemented yet)",
+    SATRAP_STRING_FIELD("checkpoint.dir", "checkpoint-dir",
+                        "checkpoint directory, on storage every node sees (\"\": none)",
                         checkpoint.dir),
-    SATRAP_INT_FIELD("checkpoint.every_steps", "", "steps between checkpoints (not implemented yet)",
-                     checkpoint.every_steps, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("checkpoint.every_steps", "checkpoint-every",
+                     "steps between checkpoints (0: never)", checkpoint.every_steps, int64_t{0},
+                     i64max),
+    SATRAP_INT_FIELD("checkpoint.full_every", "", "every Nth checkpoint is full, others incremental",
+                     checkpoint.full_every, 1, i32max),
+    SATRAP_STRING_FIELD("checkpoint.resume_from", "resume",
+                        "continue from the newest checkpoint in this directory",
+                        checkpoint.resume_from),
+    SATRAP_INT_FIELD("supervision.max_restarts", "max-restarts",
+                     "restarts allowed within supervision.window_s; past it the job fails",
+                     supervision.max_restarts, 0, 1000),
+    SATRAP_INT_FIELD("supervision.window_s", "", "restart intensity window, seconds",
+                     supervision.window_s, 1, i32max),
   };
 }
 
@@ -406,7 +418,8 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
   if (!root.IsMap())
     return make_error(errc::invalid_config,
                       where(origin, root.Mark()) + ": expected a map of sections "
-                                                   "(name, model, data, training, placement, checkpoint)");
+                                                   "(name, model, data, training, placement, checkpoint, "
+                                                   "supervision)");
   try {
     return load_node(root, "", origin, spec);
   } catch (const YAML::Exception& e) {
@@ -422,6 +435,7 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   ss << in.rdbuf();
   auto train = spec.data.train_files, test = spec.data.test_files;
   auto cache = spec.data.cache_dir;
+  auto ckpt = spec.checkpoint.dir, resume = spec.checkpoint.resume_from;
   if (auto err = job_spec_load_text(ss.str(), path, spec))
     return err;
   // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
@@ -435,6 +449,10 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   auto& dir = spec.data.cache_dir;
   if (dir != cache && !dir.empty() && std::filesystem::path(dir).is_relative())
     dir = (folder / dir).lexically_normal().string();
+  for (auto [d, before] : {std::pair{&spec.checkpoint.dir, &ckpt},
+                           {&spec.checkpoint.resume_from, &resume}})
+    if (*d != *before && !d->empty() && std::filesystem::path(*d).is_relative())
+      *d = (folder / *d).lexically_normal().string();
   return caf::none;
 }
 
@@ -483,9 +501,8 @@ caf::error job_spec_finalize(job_spec& spec) {
     return bad("training.train_batches: expected a multiple of placement.trainers ("
                + std::to_string(p.trainers) + "), got "
                + std::to_string(spec.training.train_batches));
-  if (!spec.checkpoint.dir.empty() || spec.checkpoint.every_steps != 0)
-    return bad("checkpoint: checkpoints are not implemented yet; leave checkpoint.dir empty and "
-               "checkpoint.every_steps 0");
+  if (spec.checkpoint.every_steps > 0 && spec.checkpoint.dir.empty())
+    return bad("checkpoint.dir: expected a directory when checkpoint.every_steps is set");
   if (spec.model.network.bottom.empty() && spec.model.network.dense_features != spec.model.network.dim)
     return bad("model.bottom: expected at least one layer");
   return caf::none;

@@ -67,9 +67,19 @@ struct placement_spec {
   std::string trainer_selector;         // ... to take trainers
 };
 
+// Consistent checkpoints (see actors/job_supervisor/job_checkpoint.hpp). The directory must be on
+// storage every node of the job sees (shards write their own files).
 struct checkpoint_spec {
-  std::string dir;                      // where checkpoints go (not implemented yet: must be empty)
-  int64_t every_steps = 0;              // 0: never
+  std::string dir;                      // where checkpoints go; "": none (a restart begins at step 0)
+  int64_t every_steps = 0;              // steps (per trainer) between checkpoints; 0: never
+  int32_t full_every = 5;               // every Nth checkpoint is full, the others incremental
+  std::string resume_from;              // a checkpoint directory to continue from (its newest one)
+};
+
+// Restart intensity, as in Erlang/OTP: past max_restarts within window_s seconds the job fails.
+struct supervision_spec {
+  int32_t max_restarts = 3;             // restarts of the job's actors allowed within the window
+  int32_t window_s = 600;               // the window, in seconds
 };
 
 struct job_spec {
@@ -79,6 +89,7 @@ struct job_spec {
   training_spec training;
   placement_spec placement;
   checkpoint_spec checkpoint;
+  supervision_spec supervision;
 };
 
 // The defaults of `satrap train`: the tuned defaults of the reference run.

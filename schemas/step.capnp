@@ -86,6 +86,16 @@ struct DenseParams {
   values @1 :Data;        # float32[param count]
 }
 
+# dense_trainer -> job_supervisor at a checkpoint cut, and back on restore: the dense model with
+# its optimizer state.
+struct DenseState {
+  step @0 :Int64;              # steps (per trainer) applied
+  params @1 :Data;             # float32[param count]
+  optimizerSteps @2 :Int64;
+  m @3 :Data;                  # float32: Adagrad accumulator / Adam first moment (empty for SGD)
+  v @4 :Data;                  # float32: Adam second moment (empty otherwise)
+}
+
 # dense_trainer -> job_supervisor: predictions on the test split.
 struct EvalResult {
   logits @0 :Data;        # float32[n]

@@ -125,17 +125,12 @@ void try_start(self_ptr self) {
   c.spec = spec;
   for (auto& n : st.config.cluster.nodes) {
     c.nodes.push_back(st.nodes[n.name].info.agent);
+    c.node_names.push_back(n.name);
     r.plan_nodes.push_back(n.name);
   }
-  for (auto& a : plan->actors) {
-    auto node = static_cast<uint32_t>(a.node);
-    switch (a.role) {
-      case actor_role::embedding_shard: c.placement.shards.push_back(node); break;
-      case actor_role::gradient_aggregator: c.placement.aggregators.push_back(node); break;
-      case actor_role::data_loader: c.placement.loaders.push_back(node); break;
-      case actor_role::dense_trainer: c.placement.trainers.push_back(node); break;
-    }
-  }
+  c.placement = job_placement_of(*plan);
+  c.cluster = st.config.cluster;
+  c.directory = caf::actor_cast<node_directory_actor>(self);
   c.observer = [admin = caf::actor_cast<admin_actor>(self), id](const job_progress& p) {
     caf::anon_send(admin, progress_atom::value, id, p);
   };
@@ -156,6 +151,10 @@ void try_start(self_ptr self) {
           j->samples = res.samples;
           j->samples_per_sec = res.samples_per_sec;
           j->steps = j->steps_total;
+          j->restarts = std::max(j->restarts, res.restarts);
+          j->batches_replayed = res.batches_replayed;
+          j->checkpoints = res.checkpoints;
+          j->gradients_lost = res.gradients_lost;
         }
         job_end(self, id, "SUCCEEDED", "");
       },
@@ -223,6 +222,12 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   j->samples_per_sec = p.samples_per_sec;
   j->loss = p.loss;
   j->running_auc = p.running_auc;
+  j->restarts = p.restarts + (j->last_failure == "the head stopped" ? 1 : 0);
+  j->batches_replayed = p.batches_replayed;
+  j->checkpoints = p.checkpoints;
+  j->checkpoint_step = p.checkpoint_step;
+  if (!p.last_failure.empty())
+    j->last_failure = p.last_failure;
 }
 
 }  // namespace
@@ -258,6 +263,31 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
       },
       [self](cancel_atom, const std::string& token, const std::string& id) {
         return on_cancel(self, token, id);
+      },
+      [self](checkpoint_atom, const std::string& token,
+             const std::string& id) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (token != st.config.token) {
+          ++st.requests_refused;
+          return make_error(errc::invalid_config, "admin token refused");
+        }
+        if (!st.running || st.running->id != id)
+          return make_error(errc::invalid_config, "job '" + id + "' is not running");
+        auto rp = self->make_response_promise<int64_t>();
+        self->request(st.running->supervisor, caf::infinite, checkpoint_atom::value)
+          .then([rp](int64_t step) mutable { rp.deliver(step); },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [self](nodes_atom) {
+        std::vector<std::string> names;
+        std::vector<node_agent_actor> agents;
+        for (auto& [name, n] : self->state.nodes)
+          if (n.alive) {
+            names.push_back(name);
+            agents.push_back(n.info.agent);
+          }
+        return caf::make_result(std::move(names), std::move(agents));
       },
       [self](status_atom) { return render_status(self->state); },
       [self](metrics_atom) { return render_metrics(self->state); },

@@ -7,7 +7,10 @@
 // actors on the nodes, a job_supervisor spawns them through the node agents and runs them.
 // States: PENDING, PLACING, RUNNING, SUCCEEDED, FAILED, CANCELLED. The job table is written to
 // <state_dir>/jobs.json on every state change, so a restarted head lists past jobs; a job that
-// was running when the head stopped is marked FAILED with that reason (recovery is future work).
+// was running when the head stopped is queued again to resume from its newest checkpoint when it
+// has one (checkpoint.dir), else marked FAILED with that reason.
+// nodes() lists the live nodes for a job supervisor re-placing a job after a failure;
+// checkpoint(token, id) asks the running job for a checkpoint now.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint.
 // Threading: an actor; the HTTP thread talks to it with requests.
@@ -59,6 +62,12 @@ struct job_record {
   double test_auc = -1;       // -1 until the job has finished
   double oracle_auc = -1;
   double test_logloss = -1;
+  int64_t restarts = 0;           // recoveries (job_supervisor.hpp)
+  int64_t batches_replayed = 0;   // batches trained again after a rollback
+  int64_t checkpoints = 0;        // checkpoints written
+  int64_t checkpoint_step = -1;   // step of the newest
+  int64_t gradients_lost = 0;     // gradient rows the stores dropped (not admitted)
+  std::string last_failure;       // why the newest restart happened
   std::string spec_yaml;
 };
 
@@ -66,13 +75,16 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
   return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.message, x.submitted_ms,
            x.started_ms, x.ended_ms, x.steps, x.steps_total, x.samples, x.samples_per_sec, x.loss,
-           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.spec_yaml);
+           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.restarts,
+           x.batches_replayed, x.checkpoints, x.checkpoint_step, x.gradients_lost, x.last_failure,
+           x.spec_yaml);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("job_progress"), x.steps, x.steps_total, x.samples,
-           x.samples_per_sec, x.loss, x.running_auc);
+           x.samples_per_sec, x.loss, x.running_auc, x.restarts, x.batches_replayed, x.checkpoints,
+           x.checkpoint_step, x.last_failure);
 }
 
 bool job_state_final(const std::string& state);
@@ -88,6 +100,8 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<list_atom>::with<std::vector<job_record>>,
   caf::replies_to<get_atom, std::string>::with<job_record>,
   caf::replies_to<cancel_atom, std::string, std::string>::with<job_record>,   // token, id
+  caf::replies_to<checkpoint_atom, std::string, std::string>::with<int64_t>,  // token, id -> step
+  caf::replies_to<nodes_atom>::with<std::vector<std::string>, std::vector<node_agent_actor>>,
   caf::replies_to<status_atom>::with<std::string>,                      // /status JSON
   caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
   caf::reacts_to<progress_atom, std::string, job_progress>,             // from a job's observer

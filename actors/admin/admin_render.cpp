@@ -113,6 +113,22 @@ std::string render_metrics(const admin_state& st) {
   gauge("satrap_job_running_auc", "AUC over recent training predictions, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_running_auc{job=\"" << j.id << "\"} " << j.running_auc << "\n";
+  // Supervision: recoveries and what they cost (actors/job_supervisor/job_supervisor.hpp).
+  struct per_job { const char* name; const char* help; int64_t job_record::*field; };
+  for (auto [name, help, field] :
+       {per_job{"satrap_job_restarts_total", "Recoveries of the job's actors after a failure.",
+                &job_record::restarts},
+        per_job{"satrap_job_batches_replayed_total",
+                "Batches rolled back to a checkpoint and trained again.",
+                &job_record::batches_replayed},
+        per_job{"satrap_job_checkpoints_total", "Checkpoints written.", &job_record::checkpoints},
+        per_job{"satrap_job_gradients_lost_total",
+                "Gradient rows dropped by the stores (ids not admitted).",
+                &job_record::gradients_lost}}) {
+    counter(name, help);
+    for (auto& j : st.jobs)
+      os << name << "{job=\"" << j.id << "\"} " << j.*field << "\n";
+  }
   os << "# HELP satrap_step_latency_seconds Time per training step (between progress reports).\n"
         "# TYPE satrap_step_latency_seconds histogram\n";
   int64_t cumulative = 0;

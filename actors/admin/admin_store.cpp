@@ -1,5 +1,7 @@
 #include "actors/admin/admin_state.hpp"
 
+#include "actors/job_supervisor/job_checkpoint.hpp"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -35,8 +37,40 @@ job_record from_json(const nlohmann::json& o) {
   j.test_auc = result_of(o, "test_auc");
   j.oracle_auc = result_of(o, "oracle_auc");
   j.test_logloss = result_of(o, "test_logloss");
+  j.restarts = o.value("restarts", int64_t{0});
+  j.batches_replayed = o.value("batches_replayed", int64_t{0});
+  j.checkpoints = o.value("checkpoints", int64_t{0});
+  j.checkpoint_step = o.value("checkpoint_step", int64_t{-1});
+  j.gradients_lost = o.value("gradients_lost", int64_t{0});
+  j.last_failure = o.value("last_failure", "");
   j.spec_yaml = o.value("spec_yaml", "");
   return j;
+}
+
+// A job that was running when the head stopped: queued again to resume from its newest
+// checkpoint when it has one, else FAILED with the reason.
+void requeue_or_fail(job_record& j) {
+  auto spec = job_spec_defaults();
+  std::string dir;
+  if (!job_spec_load_text(j.spec_yaml, "job " + j.id, spec))
+    dir = spec.checkpoint.dir.empty() ? spec.checkpoint.resume_from : spec.checkpoint.dir;
+  auto latest = dir.empty() ? caf::expected<std::optional<checkpoint_meta>>(std::nullopt)
+                            : checkpoint_latest(dir);
+  if (latest && *latest) {
+    spec.checkpoint.resume_from = dir;
+    spec.checkpoint.dir = dir;
+    j.spec_yaml = job_spec_to_yaml(spec);
+    j.state = "PENDING";
+    j.message = "the head stopped while the job ran; resuming from its checkpoint at step "
+                + std::to_string((*latest)->step);
+    j.restarts += 1;
+    j.last_failure = "the head stopped";
+    spdlog::warn("job_requeued id={} resume_step={} dir={}", j.id, (*latest)->step, dir);
+    return;
+  }
+  j.state = "FAILED";
+  j.message = "the head stopped while the job ran (no checkpoint to resume from)";
+  j.ended_ms = now_ms();
 }
 
 }  // namespace
@@ -58,6 +92,12 @@ nlohmann::json job_record_json(const job_record& j) {
           {"running_auc", j.running_auc},
           {"test_auc", result(j.test_auc)},
           {"oracle_auc", result(j.oracle_auc)},
+          {"restarts", j.restarts},
+          {"batches_replayed", j.batches_replayed},
+          {"checkpoints", j.checkpoints},
+          {"checkpoint_step", j.checkpoint_step},
+          {"gradients_lost", j.gradients_lost},
+          {"last_failure", j.last_failure},
           {"test_logloss", result(j.test_logloss)}};
 }
 
@@ -102,11 +142,8 @@ void jobs_load(admin_state& st) {
     st.next_id = doc.value("next_id", int64_t{1});
     for (auto& o : doc.at("jobs")) {
       auto j = from_json(o);
-      if (j.state == "PLACING" || j.state == "RUNNING") {
-        j.state = "FAILED";
-        j.message = "the head stopped while the job ran";
-        j.ended_ms = now_ms();
-      }
+      if (j.state == "PLACING" || j.state == "RUNNING")
+        requeue_or_fail(j);
       st.jobs.push_back(std::move(j));
     }
     spdlog::info("jobs_loaded path={} jobs={}", path, st.jobs.size());

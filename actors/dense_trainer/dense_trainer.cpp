@@ -38,11 +38,12 @@ struct trainer_state {
   int64_t next_fetch = 0;
   int64_t next_compute = 0;
   int64_t global_applied = -1;      // every step <= this is applied on every trainer
+  int64_t cut = -1;                 // no fetch of a step >= cut (-1: none)
+  bool cut_reported = false;        // the cut_report for `cut` is sent
   std::map<int64_t, int32_t> applied_count;
   std::map<int64_t, batch_inputs> inputs;
   capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
   std::vector<float> logits;
-  std::vector<float> pooled_grad;
   // Progress.
   std::unique_ptr<running_auc> auc;
   progress_report progress;
@@ -109,7 +110,7 @@ void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t spl
 
 void issue_fetches(self_ptr self) {
   auto& st = self->state;
-  while (!st.failed && st.next_fetch < st.plan.steps
+  while (!st.failed && st.next_fetch < st.plan.steps && (st.cut < 0 || st.next_fetch < st.cut)
          && st.next_fetch - st.plan.staleness - 1 <= st.global_applied) {
     auto step = st.next_fetch++;
     fetch_batch(self, &st.inputs, step, global_batch(st, step), split_code(data_split::train),
@@ -130,6 +131,66 @@ void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool f
   st.progress = progress_report{};
 }
 
+capnp_payload make_state(const trainer_state& st) {
+  capnp::MallocMessageBuilder mb;
+  auto out = mb.initRoot<schema::DenseState>();
+  out.setStep(st.next_compute);
+  auto p = st.model->params();
+  out.setParams(data_of(std::span<const float>(p.data(), p.size())));
+  out.setOptimizerSteps(st.optimizer->steps());
+  out.setM(data_of(st.optimizer->m()));
+  out.setV(data_of(st.optimizer->v()));
+  return payload_encode(mb);
+}
+
+// At a cut once every step below it is applied everywhere: report, with what was trained since
+// the previous cut, and wait for `cut(next)`.
+void check_cut(self_ptr self) {
+  auto& st = self->state;
+  if (st.failed || st.cut < 0 || st.cut_reported || st.global_applied != st.cut - 1
+      || st.next_compute != st.cut)
+    return;
+  st.cut_reported = true;
+  cut_report r;
+  r.rank = st.config.rank;
+  r.step = st.cut;
+  r.samples = st.report.samples;
+  r.step_losses = std::move(st.report.step_losses);
+  if (st.config.rank == 0)
+    r.state = make_state(st);
+  st.report.samples = 0;
+  st.report.step_losses.clear();
+  spdlog::debug("trainer_at_cut rank={} step={}", st.config.rank, st.cut);
+  if (st.config.progress)
+    caf::anon_send(st.config.progress, cut_atom::value, std::move(r));
+}
+
+void on_cut(self_ptr self, int64_t next) {
+  auto& st = self->state;
+  st.cut = next;
+  st.cut_reported = false;
+  issue_fetches(self);
+  check_cut(self);
+}
+
+caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
+  auto& st = self->state;
+  payload_reader reader(state);
+  auto in = reader.root<schema::DenseState>();
+  auto params = data_view<float>(in.getParams());
+  auto model = st.model->params();
+  if (params.size() != model.size())
+    return make_error(errc::invalid_payload,
+                      "restore: the checkpoint has " + std::to_string(params.size())
+                        + " dense parameters, the model " + std::to_string(model.size()));
+  if (!st.optimizer->set_state(data_view<float>(in.getM()), data_view<float>(in.getV()),
+                               in.getOptimizerSteps()))
+    return make_error(errc::invalid_payload,
+                      "restore: the checkpoint's optimizer state does not fit this optimizer");
+  std::copy(params.begin(), params.end(), model.begin());
+  return in.getStep();
+}
+
 void on_applied(self_ptr self, int64_t step) {
   auto& st = self->state;
   if (++st.applied_count[step] < st.config.world)
@@ -140,6 +201,7 @@ void on_applied(self_ptr self, int64_t step) {
     ++st.global_applied;
   }
   issue_fetches(self);
+  check_cut(self);
   if (st.global_applied == st.plan.steps - 1)
     eval_issue(self);
 }
@@ -180,16 +242,21 @@ void drain_inbox(self_ptr self) {
   }
 }
 
-capnp_payload make_pooled_grads(const trainer_state& st, int64_t n, uint32_t size) {
-  capnp::MallocMessageBuilder mb;
-  auto out = mb.initRoot<schema::PooledGradients>();
-  out.setBatch(n);
-  out.setSize(size);
-  out.setSlots(static_cast<uint32_t>(st.config.model.slots));
-  out.setDim(static_cast<uint32_t>(st.config.model.dim));
-  out.setValues(data_of(st.pooled_grad));
-  return payload_encode(mb);
-}
+// PooledGradients of batch n, built in the payload's own buffer: the model writes the gradients
+// straight into its Data blob (`values`), so there is no scratch vector and no flattening copy.
+struct pooled_grads_builder {
+  payload_builder mb;
+  float* values = nullptr;
+  pooled_grads_builder(const trainer_state& st, int64_t n, uint32_t size, size_t bytes)
+      : mb(payload_builder::words_for(3, 1, {bytes})) {
+    auto out = mb.initRoot<schema::PooledGradients>();
+    out.setBatch(n);
+    out.setSize(size);
+    out.setSlots(static_cast<uint32_t>(st.config.model.slots));
+    out.setDim(static_cast<uint32_t>(st.config.model.dim));
+    values = reinterpret_cast<float*>(out.initValues(bytes).begin());
+  }
+};
 
 void try_compute(self_ptr self) {
   auto& st = self->state;
@@ -205,17 +272,17 @@ void try_compute(self_ptr self) {
   auto size = static_cast<int>(dense.getSize());
   auto labels = data_view<float>(dense.getLabels());
   st.logits.resize(static_cast<size_t>(size));
-  st.pooled_grad.resize(static_cast<size_t>(size) * st.config.model.slots * st.config.model.dim);
+  pooled_grads_builder grads(st, global_batch(st, st.next_compute), static_cast<uint32_t>(size),
+                             static_cast<size_t>(size) * st.config.model.slots
+                               * st.config.model.dim * sizeof(float));
   auto scale = 1.0f / static_cast<float>(size * st.config.world);
   auto loss = st.model->forward_backward(size, data_view<float>(dense.getDense()).data(),
                                          data_view<float>(pooled.getValues()).data(),
-                                         labels.data(), scale, st.logits.data(),
-                                         st.pooled_grad.data());
+                                         labels.data(), scale, st.logits.data(), grads.values);
   st.report.step_losses.push_back(loss);
   st.report.samples += size;
   st.auc->add(st.logits, labels);
-  st.pending_grads = make_pooled_grads(st, global_batch(st, st.next_compute),
-                                       static_cast<uint32_t>(size));
+  st.pending_grads = grads.mb.finish();
   report_progress(st, size, loss, st.next_compute + 1 == st.plan.steps);
   if (st.config.world == 1) {
     finish_step(self);
@@ -293,13 +360,16 @@ void eval_issue(self_ptr self) {
 caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_plan& plan) {
   auto& st = self->state;
   st.plan = plan;
+  st.next_fetch = st.next_compute = plan.first_step;
+  st.global_applied = plan.first_step - 1;
+  st.cut = plan.cut;
   st.done = self->make_response_promise<trainer_report>();
   for (int64_t t = st.config.rank; t < plan.test_batches; t += st.config.world)
     st.eval_batches.push_back(t);
   spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}",
                 st.config.rank, st.config.world, plan.steps, plan.staleness,
                 st.model->params().size());
-  if (plan.steps == 0)
+  if (plan.first_step >= plan.steps)
     eval_issue(self);
   else
     issue_fetches(self);
@@ -326,6 +396,14 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
       drain_inbox(self);
     },
     [self](applied_atom, int64_t step, int32_t) { on_applied(self, step); },
+    [self](cut_atom, int64_t next) { on_cut(self, next); },
+    [self](hold_atom) {
+      auto& st = self->state;
+      st.cut = st.next_fetch;  // the supervisor answers with cut(c >= this)
+      st.cut_reported = false;
+      return st.next_fetch;
+    },
+    [self](restore_atom, const capnp_payload& state) { return on_restore(self, state); },
     [self](run_atom, const train_plan& plan) { return on_run(self, plan); },
   };
 }

@@ -12,7 +12,12 @@
 // Bounded staleness K: the lookup of step s starts only once steps <= s-K-1 are applied on every
 // trainer, so a lookup misses the gradients of at most K earlier steps; K = 0 is fully synchronous.
 // After the last step is applied everywhere, each trainer evaluates its share of the test batches
-// and answers `run` with a trainer_report.
+// and answers `run` with a trainer_report (samples and losses since the last cut).
+// Checkpoint cuts: no lookup of a step >= the cut starts; once every step below it is applied
+// everywhere, the trainer sends a cut_report to the progress sink and waits. `cut(next)` moves the
+// cut on (-1: none) and training continues. `hold()` freezes fetching where it is and answers the
+// next step it would fetch (the supervisor then picks a cut for an on-demand checkpoint).
+// `restore(DenseState)` before `run` loads the model and optimizer state of a checkpoint.
 // Threading: an actor. Requests carry timeouts; a failure fails the run with the reason.
 #pragma once
 
@@ -38,11 +43,30 @@ struct train_plan {
   int64_t steps = 0;         // steps to train (batches per trainer)
   int64_t test_batches = 0;  // test batches of the whole job, shared among trainers by rank
   int32_t staleness = 0;     // K, see above
+  int64_t first_step = 0;    // steps before it are done (a restore from a checkpoint)
+  int64_t cut = -1;          // the first checkpoint cut (see below); -1: none
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_plan& x) {
-  return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness);
+  return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness,
+           x.first_step, x.cut);
+}
+
+// Sent by every trainer to the progress sink when it reaches a cut: every step < `step` is
+// applied on the shards everywhere and no lookup of a later step has started.
+struct cut_report {
+  int32_t rank = 0;
+  int64_t step = 0;
+  int64_t samples = 0;              // training samples since the previous cut (or the start)
+  std::vector<double> step_losses;  // per step since the previous cut
+  capnp_payload state;              // DenseState (rank 0 only; replicas are identical)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cut_report& x) {
+  return f(caf::meta::type_name("cut_report"), x.rank, x.step, x.samples, x.step_losses,
+           x.state);
 }
 
 // Sent every few steps to the progress sink (the job supervisor).
@@ -74,12 +98,16 @@ typename Inspector::result_type inspect(Inspector& f, trainer_report& x) {
            x.params);
 }
 
-using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>>;
+using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>,
+                                             caf::reacts_to<cut_atom, cut_report>>;
 
 using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<peers_atom, std::vector<caf::actor>>,  // every trainer, by rank (self included)
   caf::reacts_to<chunk_atom, capnp_payload>,            // DenseChunk from the previous rank
   caf::reacts_to<applied_atom, int64_t, int32_t>,       // (step, rank) applied on the shards
+  caf::reacts_to<cut_atom, int64_t>,                    // the next cut (-1: none)
+  caf::replies_to<hold_atom>::with<int64_t>,            // freeze fetching; -> next step to fetch
+  caf::replies_to<restore_atom, capnp_payload>::with<int64_t>,  // DenseState -> its step
   caf::replies_to<run_atom, train_plan>::with<trainer_report>>;
 
 struct dense_trainer_config {

@@ -1,5 +1,8 @@
 #include "actors/embedding_shard/embedding_shard.hpp"
 
+#include "models/embedding/embedding_snapshot.hpp"
+#include "runtime/error.hpp"
+#include "runtime/partition_map.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <spdlog/spdlog.h>
@@ -60,6 +63,35 @@ shard_stats shard_stats_now(const shard_state& st) {
   return s;
 }
 
+caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::string& root,
+                                                uint64_t sequence, bool full) {
+  auto info = snapshot_write_shard(*st.table, root, sequence,
+                                   static_cast<uint32_t>(st.config.shard),
+                                   full ? snapshot_kind::full : snapshot_kind::incremental);
+  if (!info)
+    return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
+                                          + ": snapshot: " + info.error());
+  spdlog::debug("shard_snapshot shard={} sequence={} full={} rows={}", st.config.shard, sequence,
+                full, info->rows);
+  return shard_snapshot_info{st.config.shard, info->name, static_cast<int64_t>(info->rows),
+                             static_cast<int64_t>(info->bytes), info->checksum};
+}
+
+caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uint64_t sequence) {
+  auto map = partition_map::uniform(static_cast<uint32_t>(st.config.partitions),
+                                    static_cast<uint32_t>(st.config.shards));
+  auto me = static_cast<uint32_t>(st.config.shard);
+  st.table = std::make_unique<embedding_table>(st.config.embedding);  // restore needs it empty
+  auto stats = snapshot_restore(*st.table, root, sequence,
+                                [&map, me](uint64_t id) { return map.shard_of(id) == me; });
+  if (!stats)
+    return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
+                                          + ": restore: " + stats.error());
+  spdlog::info("shard_restored shard={} sequence={} rows={}", st.config.shard, sequence,
+               stats->rows_kept);
+  return static_cast<int64_t>(stats->rows_kept);
+}
+
 embedding_shard_actor::behavior_type
 shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
                embedding_shard_config config) {
@@ -73,6 +105,12 @@ shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
     [self](lookup_atom, const capnp_payload& req) { return shard_lookup(self->state, req); },
     [self](update_atom, const capnp_payload& req) { return shard_update(self->state, req); },
     [self](stats_atom) { return shard_stats_now(self->state); },
+    [self](snapshot_atom, const std::string& root, uint64_t sequence, bool full) {
+      return shard_snapshot(self->state, root, sequence, full);
+    },
+    [self](restore_atom, const std::string& root, uint64_t sequence) {
+      return shard_restore(self->state, root, sequence);
+    },
   };
 }
 

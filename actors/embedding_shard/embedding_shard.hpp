@@ -7,6 +7,11 @@
 //   update(EmbeddingGradients) -> number of rows updated; one optimizer step per id (a gradient
 //                                 of an id without a row is counted, see shard_stats).
 //   stats()                    -> shard_stats, with the store's counters.
+//   snapshot(root, seq, full)  -> shard_snapshot_info: writes this shard's file of snapshot `seq`
+//                                 under root (full, or incremental since its previous one); the
+//                                 job supervisor writes the manifest once every shard has.
+//   restore(root, seq)         -> rows restored: loads snapshot `seq` (and its parents) keeping
+//                                 the ids this shard owns now (any shard count can restore any).
 // Threading: an actor; its store is touched only by its own behaviour.
 #pragma once
 
@@ -18,6 +23,8 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+
+#include <string>
 
 namespace satrap {
 
@@ -39,14 +46,33 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
            x.admissions, x.evictions, x.not_admitted_lookups, x.not_admitted_gradients);
 }
 
+// One shard's file of a snapshot (models/embedding/embedding_snapshot.hpp, snapshot_file_info).
+struct shard_snapshot_info {
+  int32_t shard = 0;
+  std::string file;       // name inside the snapshot directory
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  uint64_t checksum = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_snapshot_info& x) {
+  return f(caf::meta::type_name("shard_snapshot_info"), x.shard, x.file, x.rows, x.bytes,
+           x.checksum);
+}
+
 using embedding_shard_actor = caf::typed_actor<
   caf::replies_to<lookup_atom, capnp_payload>::with<capnp_payload>,
   caf::replies_to<update_atom, capnp_payload>::with<int64_t>,
-  caf::replies_to<stats_atom>::with<shard_stats>>;
+  caf::replies_to<stats_atom>::with<shard_stats>,
+  caf::replies_to<snapshot_atom, std::string, uint64_t, bool>::with<shard_snapshot_info>,
+  caf::replies_to<restore_atom, std::string, uint64_t>::with<int64_t>>;
 
 struct embedding_shard_config {
   int32_t shard = 0;              // index of this shard in the job
   embedding_options embedding;    // rows, initialiser and sparse optimizer
+  int32_t shards = 1;             // shards in the job, and
+  int32_t partitions = 4096;      // virtual partitions: which ids this shard owns (restore)
 };
 
 embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,

@@ -1,11 +1,27 @@
-// job_supervisor: spawns and wires one job's actors, runs it, and reports the result.
+// job_supervisor: spawns and wires one job's actors, runs it, checkpoints it, restarts it after a
+// failure, and reports the result.
 //
 // Protocol:
 //   run()                      -> job_result, once every trainer has trained and evaluated.
 //   progress(progress_report)  from the trainers; summed into job_progress for the observer.
+//   cut(cut_report)            from the trainers at a checkpoint cut (see dense_trainer.hpp).
+//   checkpoint()               -> the step of a checkpoint taken now (on demand).
 // Through the node agents of the placement it spawns shards, then aggregators (given every
 // shard), then loaders (given every aggregator), then trainers (given loaders, aggregators, and
 // each other as peers). Its children are linked to it: when it ends, they end.
+//
+// Checkpoints (checkpoint.every_steps, or on demand) are consistent cuts: the trainers stop
+// looking up at the cut step and drain; then every shard writes its snapshot file, the
+// supervisor writes the dense state and the checkpoint manifest last (job_checkpoint.hpp), and
+// the trainers go on.
+// Recovery: it traps its children's exits. When any child fails (a crash, or its node lost: the
+// connection dropped or its heartbeats stopped) or a trainer reports an error, the whole
+// generation of actors is stopped and re-placed on the nodes alive now (the node directory
+// says which), restored from the newest checkpoint (or started over when there is none), and
+// training resumes at the checkpoint's step. Gradients applied after that checkpoint are rolled
+// back with the shards and their batches trained again: they are counted (batches_replayed), so
+// in the final model every batch's gradient is applied exactly once. Restarts are bounded by
+// supervision.max_restarts within supervision.window_s; past that the job fails with the reason.
 // Threading: an actor. The observer callback runs inside it, one call at a time.
 #pragma once
 
@@ -14,6 +30,7 @@
 #include "runtime/atoms.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/payload.hpp"
+#include "runtime/placement.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/meta/type_name.hpp>
@@ -35,6 +52,11 @@ struct job_progress {
   double samples_per_sec = 0.0;
   double loss = 0.0;          // mean loss since the previous progress
   double running_auc = 0.5;   // mean over trainers of their recent-prediction AUC
+  int64_t restarts = 0;       // recoveries so far
+  int64_t batches_replayed = 0;  // batches whose applied gradients were rolled back and retrained
+  int64_t checkpoints = 0;    // checkpoints written
+  int64_t checkpoint_step = -1;  // step of the newest one
+  std::string last_failure;   // why the newest restart happened
 };
 
 struct job_result {
@@ -49,28 +71,47 @@ struct job_result {
   std::vector<capnp_payload> params;  // DenseParams of each trainer, by rank
   int64_t embedding_rows = 0;         // rows held by the shards at the end
   std::map<std::string, int64_t> data_skipped;  // input lines skipped (data.on_error skip), by reason
+  int64_t restarts = 0;               // recoveries
+  int64_t batches_replayed = 0;       // batches trained again after a rollback to a checkpoint
+  int64_t checkpoints = 0;            // checkpoints written
+  int64_t gradients_lost = 0;         // gradient rows the stores dropped (ids not admitted)
+  std::vector<std::string> failures;  // the reason of each restart
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
            x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
-           x.embedding_rows, x.data_skipped);
+           x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
+           x.gradients_lost, x.failures);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
-                                              caf::reacts_to<progress_atom, progress_report>>;
+                                              caf::reacts_to<progress_atom, progress_report>,
+                                              caf::reacts_to<cut_atom, cut_report>,
+                                              caf::replies_to<checkpoint_atom>::with<int64_t>,
+                                              caf::reacts_to<restore_atom, uint64_t>>;  // internal
+
+// Who is alive now (the admin on a cluster): names and agents of the live nodes.
+using node_directory_actor = caf::typed_actor<
+  caf::replies_to<nodes_atom>::with<std::vector<std::string>, std::vector<node_agent_actor>>>;
 
 // Where each actor runs: for each role, the index into `nodes` of each of its actors.
 struct job_placement {
   std::vector<uint32_t> shards, aggregators, loaders, trainers;
 };
 
+// The placement of a plan, as the supervisor needs it.
+job_placement job_placement_of(const placement_plan& plan);
+
 struct job_supervisor_config {
   job_spec spec;                                       // finalised (job_spec_finalize)
   std::function<void(const job_progress&)> observer;   // may be empty
   std::vector<node_agent_actor> nodes;                 // empty: one in-process agent
+  std::vector<std::string> node_names;                 // name of each of `nodes` (cluster)
   job_placement placement;                             // empty lists: everything on nodes[0]
+  manifest cluster;                                    // for re-placing after a node loss
+  node_directory_actor directory;                      // null: embedded (no re-placement)
   caf::duration spawn_timeout{std::chrono::seconds(120)};  // per spawn request
 };
 

@@ -3,7 +3,12 @@
 namespace satrap {
 
 embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
-  return {index, spec.model.embedding};
+  embedding_shard_config c;
+  c.shard = index;
+  c.embedding = spec.model.embedding;
+  c.shards = spec.placement.shards;
+  c.partitions = spec.placement.partitions;
+  return c;
 }
 
 gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index,

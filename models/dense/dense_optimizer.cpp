@@ -11,6 +11,16 @@ dense_optimizer::dense_optimizer(const dense_optimizer_options& options, size_t 
   if (options.kind == dense_optimizer_kind::adam) v_.assign(params, 0.0f);
 }
 
+bool dense_optimizer::set_state(std::span<const float> m, std::span<const float> v,
+                                int64_t steps) {
+  if (m.size() != m_.size() || v.size() != v_.size())
+    return false;
+  m_.assign(m.begin(), m.end());
+  v_.assign(v.begin(), v.end());
+  steps_ = steps;
+  return true;
+}
+
 void dense_optimizer::step(std::span<float> params, std::span<const float> grads) {
   assert(params.size() == grads.size());
   ++steps_;

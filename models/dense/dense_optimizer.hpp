@@ -30,6 +30,12 @@ class dense_optimizer {
   const dense_optimizer_options& options() const { return options_; }
   int64_t steps() const { return steps_; }
 
+  // Per-parameter state, for checkpoints: m (Adagrad accumulator or Adam first moment; empty for
+  // SGD) and v (Adam second moment). set_state checks the sizes and returns false on a mismatch.
+  std::span<const float> m() const { return m_; }
+  std::span<const float> v() const { return v_; }
+  bool set_state(std::span<const float> m, std::span<const float> v, int64_t steps);
+
  private:
   dense_optimizer_options options_;
   std::vector<float> m_;  // Adagrad accumulator or Adam first moment

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -77,13 +78,23 @@ int cluster_commands::run_submit() {
   auto spec = job_spec_defaults();
   if (auto err = job_spec_load_text(text.str(), job_file_, spec))
     return fail("submit", err, 2);
+  auto yaml = text.str();
+  if (!resume_dir_.empty()) {  // the job's text with checkpoint.resume_from set
+    spec = job_spec_defaults();
+    if (auto err = job_spec_load_file(job_file_, spec))
+      return fail("submit", err, 2);
+    spec.checkpoint.resume_from = std::filesystem::absolute(resume_dir_).lexically_normal();
+    if (spec.checkpoint.dir.empty())
+      spec.checkpoint.dir = spec.checkpoint.resume_from;
+    yaml = job_spec_to_yaml(spec);
+  }
   if (auto err = job_spec_finalize(spec))
     return fail("submit", err, 2);
   auto s = connect(manifest_file_, state_dir_);
   if (!s)
     return fail("submit", s.error());
   auto token = cluster_token(token_file_, (*s)->state_dir);
-  auto id = ask<std::string>(**s, submit_atom::value, token, text.str());
+  auto id = ask<std::string>(**s, submit_atom::value, token, yaml);
   if (!id)
     return fail("submit", id.error());
   std::cout << "submitted job " << *id << " (" << spec.name << ")\n" << std::flush;
@@ -154,6 +165,25 @@ int cluster_commands::run_cancel() {
   return 0;
 }
 
+int cluster_commands::run_checkpoint() {
+  auto s = connect(manifest_file_, state_dir_);
+  if (!s)
+    return fail("checkpoint", s.error());
+  auto token = cluster_token(token_file_, (*s)->state_dir);
+  caf::scoped_actor self{*(*s)->sys};
+  int status = 1;
+  // A checkpoint waits for in-flight batches to drain and every shard to write: allow minutes.
+  self->request((*s)->admin, std::chrono::minutes(30), checkpoint_atom::value, token, job_id_)
+    .receive(
+      [&](int64_t step) {
+        std::printf("job %s: checkpoint at step %lld\n", job_id_.c_str(),
+                    static_cast<long long>(step));
+        status = 0;
+      },
+      [&](caf::error& e) { status = fail("checkpoint", e); });
+  return status;
+}
+
 int cluster_commands::run_status() {
   auto s = connect(manifest_file_, state_dir_);
   if (!s)
@@ -176,9 +206,12 @@ int cluster_commands::run_status() {
                 static_cast<long long>(n["heartbeats"].get<int64_t>()));
   std::printf("actors: %zu running\n", j["actors"].size());
   for (auto& job : j["jobs"])
-    std::printf("job %-6s %-20s %-10s samples %lld\n", job["id"].get<std::string>().c_str(),
-                job["name"].get<std::string>().c_str(), job["state"].get<std::string>().c_str(),
-                static_cast<long long>(job["samples"].get<int64_t>()));
+    std::printf("job %-6s %-20s %-10s samples %lld  restarts %lld  checkpoints %lld\n",
+                job["id"].get<std::string>().c_str(), job["name"].get<std::string>().c_str(),
+                job["state"].get<std::string>().c_str(),
+                static_cast<long long>(job["samples"].get<int64_t>()),
+                static_cast<long long>(job.value("restarts", int64_t{0})),
+                static_cast<long long>(job.value("checkpoints", int64_t{0})));
   return 0;
 }
 

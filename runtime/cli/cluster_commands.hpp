@@ -29,6 +29,7 @@ class cluster_commands {
   std::string node_name_;
   std::string job_file_;
   std::string job_id_;
+  std::string resume_dir_;
   bool follow_ = false;
   bool json_ = false;
   int wait_s_ = 60;
@@ -40,6 +41,7 @@ class cluster_commands {
   CLI::App* jobs_ = nullptr;
   CLI::App* cancel_ = nullptr;
   CLI::App* status_ = nullptr;
+  CLI::App* checkpoint_ = nullptr;
 
   int run_head();
   int run_node();
@@ -49,6 +51,7 @@ class cluster_commands {
   int run_jobs();
   int run_cancel();
   int run_status();
+  int run_checkpoint();
 };
 
 }  // namespace satrap

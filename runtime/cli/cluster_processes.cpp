@@ -64,6 +64,8 @@ void cluster_commands::add_to(CLI::App& app) {
   submit_->add_flag("--follow", follow_, "show progress until the job ends; exit status 0 only "
                                          "when it SUCCEEDED");
   submit_->add_flag("--json", json_, "with --follow: end with the job's record as one JSON line");
+  submit_->add_option("--resume", resume_dir_, "continue from the newest checkpoint in this "
+                                               "directory (a job's checkpoint.dir)");
   jobs_ = app.add_subcommand("jobs", "List the cluster's jobs.");
   shared(jobs_);
   jobs_->add_flag("--json", json_, "one JSON object per job");
@@ -73,11 +75,16 @@ void cluster_commands::add_to(CLI::App& app) {
   status_ = app.add_subcommand("status", "Nodes, actors and jobs of the cluster.");
   shared(status_);
   status_->add_flag("--json", json_, "the head's /status document");
+  checkpoint_ = app.add_subcommand("checkpoint", "Take a consistent checkpoint of a running job "
+                                                 "now (into its checkpoint.dir); prints its step.");
+  shared(checkpoint_);
+  checkpoint_->add_option("id", job_id_, "job id (see satrap jobs)")->required();
 }
 
 int cluster_commands::run() {
   if (!head_ || !(head_->parsed() || node_->parsed() || up_->parsed() || down_->parsed()
-                  || submit_->parsed() || jobs_->parsed() || cancel_->parsed() || status_->parsed()))
+                  || submit_->parsed() || jobs_->parsed() || cancel_->parsed() || status_->parsed()
+                  || checkpoint_->parsed()))
     return -1;
   if (!log_setup(log_level_)) {
     std::cerr << "satrap: --log-level: expected trace, debug, info, warn, error or off\n";
@@ -90,6 +97,7 @@ int cluster_commands::run() {
   if (submit_->parsed()) return run_submit();
   if (jobs_->parsed()) return run_jobs();
   if (cancel_->parsed()) return run_cancel();
+  if (checkpoint_->parsed()) return run_checkpoint();
   return run_status();
 }
 

@@ -2,6 +2,8 @@
 
 #include "runtime/error.hpp"
 
+#include <filesystem>
+
 namespace satrap {
 
 void job_options::add_to(CLI::App& app, bool job_required) {
@@ -37,6 +39,11 @@ caf::expected<job_spec> job_options::resolve() const {
       return make_error(errc::invalid_config,
                         "--" + f.flag + ": expected " + want + ", got '" + text + "'");
   }
+  // Relative checkpoint folders from flags are relative to where the command runs (a job
+  // submitted to a cluster runs elsewhere).
+  for (auto* d : {&spec.checkpoint.dir, &spec.checkpoint.resume_from})
+    if (!d->empty())
+      *d = std::filesystem::absolute(*d).lexically_normal().string();
   if (auto err = job_spec_finalize(spec))
     return err;
   return spec;

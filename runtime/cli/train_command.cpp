@@ -62,6 +62,10 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     std::printf("data: %lld bad input lines skipped:%s\n", static_cast<long long>(total),
                 reasons.c_str());
   }
+  if (r.checkpoints > 0 || r.restarts > 0)
+    std::printf("supervision: %lld checkpoints, %lld restarts, %lld batches replayed\n",
+                static_cast<long long>(r.checkpoints), static_cast<long long>(r.restarts),
+                static_cast<long long>(r.batches_replayed));
   if (!json)
     return;
   nlohmann::json j = {
@@ -79,6 +83,10 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     {"trainers", spec.placement.trainers},
     {"shards", spec.placement.shards},
     {"data_skipped", r.data_skipped},
+    {"checkpoints", r.checkpoints},
+    {"restarts", r.restarts},
+    {"batches_replayed", r.batches_replayed},
+    {"gradients_lost", r.gradients_lost},
   };
   std::printf("%s\n", j.dump().c_str());
 }

@@ -33,7 +33,9 @@ job_result run_job(job_spec spec) {
   satrap_config cfg;
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
-  auto sup = spawn_job_supervisor(sys, {spec, {}});
+  job_supervisor_config config;
+  config.spec = spec;
+  auto sup = spawn_job_supervisor(sys, config);
   caf::scoped_actor self{sys};
   job_result out;
   self->request(sup, caf::infinite, run_atom::value)

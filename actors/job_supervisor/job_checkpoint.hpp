@@ -1,0 +1,58 @@
+// A job's consistent checkpoints on disk, as the job supervisor writes and reads them.
+//
+// Layout of checkpoint.dir:
+//   embeddings/snap-<seq>/...        every shard's file of embedding snapshot <seq>, MANIFEST last
+//                                    (models/embedding/embedding_snapshot.hpp)
+//   dense-<seq>.bin                  the DenseState of trainer 0 (replicas are identical)
+//   checkpoint-<seq>.json            this file last: the checkpoint is complete once it exists
+// A checkpoint at step c holds every step < c applied and nothing of a later one (the trainers'
+// cut). Loaders need no state of their own: batch numbers are read positions, so step c is where
+// they resume.
+// Threading: plain functions; the job supervisor calls them from its actor.
+#pragma once
+
+#include "runtime/payload.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace satrap {
+
+struct checkpoint_meta {
+  uint64_t sequence = 0;             // 1, 2, ... within the directory
+  int64_t step = 0;                  // steps per trainer applied (where training resumes)
+  uint64_t embedding_sequence = 0;   // the embedding snapshot (== sequence)
+  bool full = true;                  // a full embedding snapshot, or incremental on the previous
+  std::string dense_file;            // name inside the directory
+  uint64_t dense_bytes = 0;
+  uint64_t dense_checksum = 0;
+  int32_t trainers = 0;
+  int32_t shards = 0;
+  std::string job;                   // the job's name
+  int64_t samples = 0;               // training samples up to `step`, all trainers
+  std::vector<double> step_losses;   // per step up to `step`: summed per-sample losses, all trainers
+  int64_t embedding_rows = 0;        // rows in the snapshot's shard files
+};
+
+std::string checkpoint_embedding_root(const std::string& dir);
+
+// The newest complete checkpoint of `dir` (none: nullopt); an error when the newest manifest
+// is unreadable or its dense file does not match it.
+caf::expected<std::optional<checkpoint_meta>> checkpoint_latest(const std::string& dir);
+
+// Writes dense-<seq>.bin and fills meta's dense_file, dense_bytes and dense_checksum.
+caf::error checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
+                                  const capnp_payload& state);
+// Writes checkpoint-<seq>.json atomically (a temporary file renamed): the commit point.
+caf::error checkpoint_write_meta(const std::string& dir, const checkpoint_meta& meta);
+// The dense state of `meta`, checked against its size and checksum.
+caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,
+                                                   const checkpoint_meta& meta);
+
+uint64_t checkpoint_checksum(const char* data, size_t size);
+
+}  // namespace satrap

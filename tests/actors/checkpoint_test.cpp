@@ -1,0 +1,150 @@
+// Consistent checkpoints and resuming from them (actors/job_supervisor/job_checkpoint.hpp), and
+// the restart intensity rule of the job supervisor.
+#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/job_supervisor/restart_intensity.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/error.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <cblas.h>
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace satrap;
+namespace fs = std::filesystem;
+
+namespace {
+
+job_spec ckpt_job(const std::string& dir) {
+  auto spec = job_spec_defaults();
+  spec.data.synthetic.slots = 5;
+  spec.data.synthetic.vocab = 4000;
+  spec.data.synthetic.seed = 99;
+  spec.training.batch_size = 128;
+  spec.training.train_batches = 120;
+  spec.training.test_batches = 12;
+  spec.training.staleness = 0;
+  spec.placement.shards = 3;
+  spec.placement.aggregators = 2;
+  spec.placement.loaders = 2;
+  spec.placement.partitions = 64;
+  spec.checkpoint.dir = dir;
+  spec.checkpoint.every_steps = dir.empty() ? 0 : 40;
+  spec.checkpoint.full_every = 5;  // one full, then incremental ones
+  return spec;
+}
+
+caf::expected<job_result> run(job_spec spec) {
+  if (auto err = job_spec_finalize(spec))
+    return err;
+  openblas_set_num_threads(1);
+  satrap_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  job_supervisor_config config;
+  config.spec = spec;
+  auto sup = spawn_job_supervisor(sys, config);
+  caf::scoped_actor self{sys};
+  caf::expected<job_result> out{caf::error{}};
+  self->request(sup, caf::infinite, run_atom::value)
+    .receive([&](job_result& r) { out = std::move(r); },
+             [&](caf::error& e) { out = std::move(e); });
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("satrap-ckpt-test-" + std::to_string(::getpid()));
+  temp_dir() { fs::remove_all(path); }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("checkpoints do not change training, and a resumed job trains the same rest") {
+  temp_dir tmp;
+  auto dir = tmp.path.string();
+  INFO("data seed=99 model seed=7 dir=" << dir);
+  auto plain = run(ckpt_job(""));
+  REQUIRE_MESSAGE(plain, error_text(plain.error()));
+  auto with = run(ckpt_job(dir));
+  REQUIRE_MESSAGE(with, error_text(with.error()));
+  CHECK(with->checkpoints == 2);  // cuts at steps 40 and 80 (120 is the end)
+  REQUIRE(with->step_losses.size() == plain->step_losses.size());
+  for (size_t i = 0; i < plain->step_losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK(with->step_losses[i] == doctest::Approx(plain->step_losses[i]).epsilon(1e-6));
+  }
+  CHECK(with->test_auc == doctest::Approx(plain->test_auc).epsilon(1e-6));
+  CHECK(with->samples == plain->samples);
+
+  auto latest = checkpoint_latest(dir);
+  REQUIRE(latest);
+  REQUIRE(latest->has_value());
+  CHECK((*latest)->step == 80);
+  CHECK(!(*latest)->full);  // the second one is incremental: resuming restores the chain
+
+  // A job that resumes from the newest checkpoint (step 80) trains steps 80..119 again: the same
+  // losses, the same model, the same AUC; its result counts all 120 steps.
+  auto spec = ckpt_job(dir);
+  spec.checkpoint.resume_from = dir;
+  auto resumed = run(spec);
+  REQUIRE_MESSAGE(resumed, error_text(resumed.error()));
+  REQUIRE(resumed->step_losses.size() == plain->step_losses.size());
+  for (size_t i = 0; i < plain->step_losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK(resumed->step_losses[i] == doctest::Approx(plain->step_losses[i]).epsilon(1e-5));
+  }
+  CHECK(resumed->test_auc == doctest::Approx(plain->test_auc).epsilon(1e-5));
+  CHECK(resumed->samples == plain->samples);
+}
+
+TEST_CASE("a checkpoint directory that holds checkpoints is not overwritten by a new job") {
+  temp_dir tmp;
+  auto dir = tmp.path.string();
+  REQUIRE(run(ckpt_job(dir)));
+  auto again = run(ckpt_job(dir));
+  REQUIRE(!again);
+  CHECK(error_text(again.error()).find("already holds checkpoints") != std::string::npos);
+  auto spec = ckpt_job("");
+  spec.checkpoint.resume_from = (tmp.path / "nothing-here").string();
+  auto none = run(spec);
+  REQUIRE(!none);
+  CHECK(error_text(none.error()).find("no complete checkpoint") != std::string::npos);
+}
+
+TEST_CASE("a damaged dense state is refused with the file named") {
+  temp_dir tmp;
+  auto dir = tmp.path.string();
+  REQUIRE(run(ckpt_job(dir)));
+  auto latest = checkpoint_latest(dir);
+  REQUIRE(latest);
+  REQUIRE(latest->has_value());
+  {
+    std::fstream f(tmp.path / (*latest)->dense_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  auto dense = checkpoint_read_dense(dir, **latest);
+  REQUIRE(!dense);
+  CHECK(error_text(dense.error()).find("checksum") != std::string::npos);
+  CHECK(error_text(dense.error()).find((*latest)->dense_file) != std::string::npos);
+}
+
+TEST_CASE("restart intensity: at most R restarts within any window of T") {
+  using namespace std::chrono;
+  restart_intensity ri(2, seconds(10));
+  steady_clock::time_point t0{};
+  CHECK(ri.allow(t0));
+  CHECK(ri.allow(t0 + seconds(1)));
+  CHECK(!ri.allow(t0 + seconds(2)));   // a third within 10 s
+  CHECK(ri.allow(t0 + milliseconds(10500)));   // the first has left the window
+  CHECK(!ri.allow(t0 + milliseconds(10500)));  // the second has not
+  CHECK(ri.total() == 3);
+  restart_intensity never(0, seconds(10));
+  CHECK(!never.allow(t0));
+}
