@@ -590,6 +590,8 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   st.progress.restarts += 1;
   st.progress.batches_replayed += replayed;
   st.progress.samples = st.committed_samples;
+  st.progress.steps = resume;  // progress restarts from the checkpoint
+  st.trainer_steps.assign(st.trainer_steps.size(), resume);
   spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
                reason, st.progress.restarts, resume, replayed);
   notify(st);

@@ -151,10 +151,15 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
     submitted = run("submit", job, *common()).stdout
     job_id = submitted.split()[2]
 
-    # Mid-training: after a couple of checkpoints.
-    doc = wait_for(lambda: (lambda d: d if job_record(d) and job_record(d)["checkpoint_step"] >= 200
-                            and job_record(d)["state"] == "RUNNING" else None)(status()),
-                   "the job's second checkpoint", 300)
+    # Mid-training: after the second checkpoint, between two checkpoints (so that some applied
+    # gradients are rolled back and their batches replayed).
+    def mid_training():
+        d = status()
+        j = job_record(d)
+        ok = j and j["state"] == "RUNNING" and j["checkpoint_step"] >= 200 \
+            and j["steps"] >= j["checkpoint_step"] + 30
+        return d if ok else None
+    doc = wait_for(mid_training, "the job to pass its second checkpoint", 300)
     victim_role = {"kill_shard_node": "embedding_shard", "stop_trainer_node": "dense_trainer",
                    "kill_loader_node": "data_loader"}.get(scenario)
     victim = node_of(doc, victim_role) if victim_role else "head"
