@@ -18,10 +18,17 @@ capnp_payload payload_encode(capnp::MessageBuilder& builder) {
   return p;
 }
 
-payload_builder::payload_builder(size_t words) {
-  // vector<char> storage comes from operator new (16-byte aligned): the segment at +8 is
-  // word-aligned, and value-initialised (zero) as Cap'n Proto requires of a fresh segment.
-  payload_.bytes.resize(sizeof(capnp::word) * (1 + std::max<size_t>(words, 1)));
+payload_builder::payload_builder(size_t words, size_t tail_bytes) {
+  // The storage comes from operator new (16-byte aligned): the segment at +8 is word-aligned.
+  // Cap'n Proto wants a zeroed segment: all of it but the full words of the caller's tail blob
+  // (its last word stays zeroed: the blob's padding, if any, lies there).
+  constexpr size_t w = sizeof(capnp::word);
+  words = std::max<size_t>(words, 1);
+  payload_.bytes.resize(w * (1 + words));
+  size_t raw = std::min(words, (tail_bytes + w - 1) / w);
+  raw = raw > 0 ? raw - 1 : 0;
+  std::memset(payload_.bytes.data() + w, 0, w * (words - raw - 1));
+  std::memset(payload_.bytes.data() + w * words, 0, w);  // the last word
 }
 
 kj::ArrayPtr<capnp::word> payload_builder::allocateSegment(unsigned minimum_words) {

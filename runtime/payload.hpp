@@ -1,9 +1,12 @@
 // A Cap'n Proto message carried through CAF as one contiguous byte buffer.
 //
-// CAF 0.17 serialises std::vector<char> with a single raw copy (its byte-sequence fast path),
-// whereas std::vector<float> goes element by element, about 8x slower. So every bulk payload is
-// built with Cap'n Proto, flattened once into a capnp_payload, and read in place on arrival.
-// Within one process CAF does not copy message contents at all.
+// CAF 0.17 serialises std::vector<float> element by element, about 8x slower than one raw copy.
+// So every bulk payload is built with Cap'n Proto, flattened once into a capnp_payload, and read
+// in place on arrival; its inspect writes it as one length-prefixed raw block (the wire format of
+// CAF's std::vector<char>). Within one process CAF does not copy message contents at all.
+// The buffer does not zero what it grows into (payload_bytes): a multi-MB payload is written in
+// full right after (flattening, CAF's deserialiser, the store's rows), and a zeroing pass costs
+// as much as the copy itself.
 //
 // Threading: a payload is a value; a payload_reader must not outlive the payload it reads.
 #pragma once
@@ -15,21 +18,62 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
 
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
 
 namespace satrap {
 
+// std::allocator, except that resize() and the size constructor leave new chars uninitialised.
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  using std::allocator<T>::allocator;
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+using payload_bytes = std::vector<char, default_init_allocator<char>>;
+
 struct capnp_payload {
-  std::vector<char> bytes;  // the flat Cap'n Proto message (segment table + segments)
+  payload_bytes bytes;  // the flat Cap'n Proto message (segment table + segments)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, capnp_payload& x) {
-  return f(caf::meta::type_name("capnp_payload"), x.bytes);
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    auto n = x.bytes.size();
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&] { return n > 0 ? f.apply_raw(n, x.bytes.data()) : caf::none; },
+                            [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    size_t n = 0;
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&] {
+                              x.bytes.resize(n);  // uninitialised: apply_raw fills it
+                              return n > 0 ? f.apply_raw(n, x.bytes.data()) : caf::none;
+                            },
+                            [&] { return f.end_sequence(); });
+  } else {
+    return f(caf::meta::type_name("capnp_payload"), x.bytes);  // to_string and the like
+  }
 }
 
 // Flattens a built message into a payload (one copy of its segments).
@@ -40,9 +84,14 @@ capnp_payload payload_encode(capnp::MessageBuilder& builder);
 // multi-MB blob, no second buffer). Size it with words_for(): when the message outgrows it, the
 // builder spills into more segments and finish() falls back to payload_encode.
 // Threading: one thread; build, finish once, drop.
+//
+// `tail_bytes` > 0 promises that the message is sized exactly (words_for) and that its last
+// allocation is a Data blob of that many bytes which the caller overwrites in full before
+// finish(), such as rows written by the store: those words are not zeroed first (Cap'n Proto
+// wants a zeroed segment; every other word is).
 class payload_builder final : public capnp::MessageBuilder {
  public:
-  explicit payload_builder(size_t words);
+  explicit payload_builder(size_t words, size_t tail_bytes = 0);
   ~payload_builder() noexcept(false) override = default;
   capnp_payload finish();
   kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override;

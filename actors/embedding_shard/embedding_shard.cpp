@@ -26,7 +26,7 @@ capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
   auto ids = data_view<uint64_t>(req.getIds());
   auto dim = static_cast<size_t>(st.config.embedding.dim);
   auto row_bytes = ids.size() * dim * sizeof(float);
-  payload_builder mb(payload_builder::words_for(2, 1, {row_bytes}));
+  payload_builder mb(payload_builder::words_for(2, 1, {row_bytes}), row_bytes);
   auto out = mb.initRoot<schema::EmbeddingRows>();
   out.setBatch(req.getBatch());
   out.setDim(static_cast<uint32_t>(dim));

@@ -78,6 +78,15 @@ TEST_CASE("payload_builder writes the message in place, byte for byte what paylo
   std::memcpy(out.initRows(bytes).begin(), rows.data(), bytes);
   auto p = mb.finish();
   CHECK(p.bytes == make_rows(42, rows).bytes);
+  // The caller writes the tail blob itself (not zeroed first); its padding still comes out zero.
+  for (int round = 0; round < 3; ++round) {  // reuses freed heap blocks that hold old bytes
+    payload_builder tb(payload_builder::words_for(2, 1, {bytes}), bytes);
+    auto t = tb.initRoot<schema::EmbeddingRows>();
+    t.setBatch(42);
+    t.setDim(4);
+    std::memcpy(t.initRows(bytes).begin(), rows.data(), bytes);
+    CHECK(tb.finish().bytes == p.bytes);
+  }
   // Sized too small: it spills into more segments and still comes out as a valid payload.
   payload_builder small(4);
   auto out2 = small.initRoot<schema::EmbeddingRows>();
