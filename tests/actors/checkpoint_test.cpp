@@ -148,3 +148,128 @@ TEST_CASE("restart intensity: at most R restarts within any window of T") {
   restart_intensity never(0, seconds(10));
   CHECK(!never.allow(t0));
 }
+
+namespace {
+
+// A node agent for the test: spawns through a real agent and keeps the shards' handles, so the
+// test can kill one mid-training (a crash of that actor, as the supervisor sees it).
+struct recording_agent_state {
+  node_agent_actor real;
+  std::shared_ptr<std::vector<caf::actor>> shards;
+};
+
+node_agent_actor spawn_recording_agent(caf::actor_system& sys,
+                                       std::shared_ptr<std::vector<caf::actor>> shards) {
+  return sys.spawn([shards](node_agent_actor::stateful_pointer<recording_agent_state> self)
+                     -> node_agent_actor::behavior_type {
+    self->state.real = spawn_node_agent(self->system(), {"test"});
+    self->state.shards = shards;
+    auto& real = self->state.real;
+    auto d = std::chrono::seconds(30);
+    return {
+      [=](spawn_atom a, shard_atom r, const std::string& y, int32_t i) {
+        auto rp = self->make_response_promise<embedding_shard_actor>();
+        self->request(real, d, a, r, y, i).then(
+          [=](embedding_shard_actor& h) mutable {
+            self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
+            rp.deliver(std::move(h));
+          },
+          [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [=](spawn_atom a, aggregator_atom r, const std::string& y, int32_t i,
+          std::vector<embedding_shard_actor>& x) {
+        return self->delegate(real, a, r, y, i, std::move(x));
+      },
+      [=](spawn_atom a, loader_atom r, const std::string& y, int32_t i,
+          std::vector<gradient_aggregator_actor>& x) {
+        return self->delegate(real, a, r, y, i, std::move(x));
+      },
+      [=](spawn_atom a, trainer_atom r, const std::string& y, int32_t i,
+          std::vector<data_loader_actor>& l, std::vector<gradient_aggregator_actor>& g,
+          progress_sink_actor& p) {
+        return self->delegate(real, a, r, y, i, std::move(l), std::move(g), std::move(p));
+      },
+    };
+  });
+}
+
+}  // namespace
+
+TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and the job ends well") {
+  temp_dir tmp;
+  auto spec = ckpt_job(tmp.path.string());
+  spec.training.train_batches = 160;
+  spec.training.staleness = 2;
+  INFO("data seed=99 model seed=7 dir=" << tmp.path.string());
+  REQUIRE(!job_spec_finalize(spec));
+  auto undisturbed_spec = spec;
+  undisturbed_spec.checkpoint.dir = (tmp.path / "undisturbed").string();
+  auto undisturbed = run(undisturbed_spec);
+  REQUIRE_MESSAGE(undisturbed, error_text(undisturbed.error()));
+
+  openblas_set_num_threads(1);
+  satrap_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto shards = std::make_shared<std::vector<caf::actor>>();
+  job_supervisor_config config;
+  config.spec = spec;
+  config.nodes.push_back(spawn_recording_agent(sys, shards));
+  // Kill shard 1 of the first generation once the job is past its first checkpoint (step 40).
+  bool killed = false;
+  config.observer = [&sys, shards, &killed](const job_progress& p) {
+    if (!killed && p.checkpoints >= 1 && p.steps >= 60 && shards->size() >= 2) {
+      killed = true;
+      // As if it crashed. (A `kill` from outside would be fatal to its linked supervisor too:
+      // CAF 0.17 does not let an exit handler trap `kill`.)
+      caf::anon_send_exit((*shards)[1], caf::exit_reason::unhandled_exception);
+    }
+  };
+  auto sup = spawn_job_supervisor(sys, config);
+  caf::scoped_actor self{sys};
+  caf::expected<job_result> out{caf::error{}};
+  self->request(sup, caf::infinite, run_atom::value)
+    .receive([&](job_result& r) { out = std::move(r); },
+             [&](caf::error& e) { out = std::move(e); });
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  REQUIRE_MESSAGE(out, error_text(out.error()));
+  CHECK(killed);
+  CHECK(out->restarts == 1);
+  REQUIRE(out->failures.size() == 1);
+  CHECK(out->failures[0].find("failed") != std::string::npos);
+  CHECK(out->batches_replayed > 0);   // the steps after the checkpoint were trained again
+  CHECK(out->samples == undisturbed->samples);  // and counted once
+  CHECK(out->step_losses.size() == undisturbed->step_losses.size());
+  CHECK(std::abs(out->test_auc - undisturbed->test_auc) < 0.003);
+  CHECK(shards->size() == 6);  // two generations of 3 shards
+}
+
+TEST_CASE("past the restart intensity the job fails with the reason") {
+  temp_dir tmp;
+  auto spec = ckpt_job(tmp.path.string());
+  spec.supervision.max_restarts = 0;
+  REQUIRE(!job_spec_finalize(spec));
+  satrap_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto shards = std::make_shared<std::vector<caf::actor>>();
+  job_supervisor_config config;
+  config.spec = spec;
+  config.nodes.push_back(spawn_recording_agent(sys, shards));
+  bool killed = false;
+  config.observer = [shards, &killed](const job_progress& p) {
+    if (!killed && p.steps >= 20 && !shards->empty()) {
+      killed = true;
+      caf::anon_send_exit(shards->front(), caf::exit_reason::unhandled_exception);
+    }
+  };
+  auto sup = spawn_job_supervisor(sys, config);
+  caf::scoped_actor self{sys};
+  std::string error;
+  self->request(sup, caf::infinite, run_atom::value)
+    .receive([&](job_result&) {}, [&](caf::error& e) { error = error_text(e); });
+  CHECK(killed);
+  CHECK(error.find("restart intensity exceeded (0 restarts within 600 s)") != std::string::npos);
+  CHECK(error.find("failed") != std::string::npos);
+}
