@@ -17,6 +17,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<shard_stats>("satrap::shard_stats");
   cfg.add_message_type<shard_snapshot_info>("satrap::shard_snapshot_info");
   cfg.add_message_type<cut_report>("satrap::cut_report");
+  cfg.add_message_type<actor_stat>("satrap::actor_stat");
+  cfg.add_message_type<std::vector<actor_stat>>("std::vector<satrap::actor_stat>");
   cfg.add_message_type<std::vector<node_agent_actor>>("std::vector<satrap::node_agent_actor>");
   cfg.add_message_type<train_plan>("satrap::train_plan");
   cfg.add_message_type<progress_report>("satrap::progress_report");

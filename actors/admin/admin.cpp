@@ -242,11 +242,23 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
     self->delayed_send(self, tick_interval, heartbeat_atom::value);
     return {
       [self](register_atom, node_info& info) { return on_register(self, info); },
-      [self](heartbeat_atom, const std::string& name) {
+      [self](heartbeat_atom, const std::string& name, std::vector<actor_stat>& actors) {
         auto it = self->state.nodes.find(name);
         if (it == self->state.nodes.end())
           return;
-        it->second.last_heartbeat = steady_clock::now();
+        auto now = steady_clock::now();
+        auto secs = std::chrono::duration<double>(now - it->second.last_heartbeat).count();
+        std::vector<node_entry::actor_row> rows;
+        for (auto& a : actors) {
+          node_entry::actor_row row{a, 0.0};
+          for (auto& old : it->second.actors)
+            if (old.stat.role == a.role && old.stat.index == a.index && old.stat.job == a.job
+                && a.messages >= old.stat.messages && secs > 0)
+              row.messages_per_sec = static_cast<double>(a.messages - old.stat.messages) / secs;
+          rows.push_back(std::move(row));
+        }
+        it->second.actors = std::move(rows);
+        it->second.last_heartbeat = now;
         ++it->second.heartbeats;
         if (!it->second.alive)
           spdlog::info("node_alive name={}", name);

@@ -1,7 +1,7 @@
 // admin: the head's cluster supervisor and job service, one actor.
 //
 // Nodes register here (node_info, refused for another cluster name or satrap version) and send
-// heartbeats; a node is alive while its heartbeats arrive and its connection stands. Users
+// heartbeats carrying their actors' counters (runtime/actor_meter.hpp); a node is alive while its heartbeats arrive and its connection stands. Users
 // submit job YAML (with the admin token), list, get and cancel jobs. Jobs run one at a time, in
 // submission order, once every node of the manifest is alive: the planner places the job's
 // actors on the nodes, a job_supervisor spawns them through the node agents and runs them.
@@ -19,6 +19,7 @@
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "actors/node_agent/node_agent.hpp"
 #include "runtime/atoms.hpp"
+#include "runtime/actor_meter.hpp"
 #include "runtime/manifest.hpp"
 
 #include <caf/actor_system.hpp>
@@ -95,7 +96,7 @@ nlohmann::json job_record_json(const job_record& j);
 
 using admin_actor = caf::typed_actor<
   caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name
-  caf::reacts_to<heartbeat_atom, std::string>,                          // node name
+  caf::reacts_to<heartbeat_atom, std::string, std::vector<actor_stat>>,  // node, its actors
   caf::replies_to<submit_atom, std::string, std::string>::with<std::string>,  // token, yaml -> id
   caf::replies_to<list_atom>::with<std::vector<job_record>>,
   caf::replies_to<get_atom, std::string>::with<job_record>,

@@ -52,12 +52,26 @@ std::string render_status(const admin_state& st) {
     auto& r = *st.running;
     for (size_t i = 0; i < r.plan.node_use.size(); ++i)
       used[r.plan_nodes[i]] = r.plan.node_use[i];
-    for (auto& a : r.plan.actors)
-      actors.push_back({{"role", to_string(a.role)},
-                        {"index", a.index},
-                        {"node", r.plan_nodes[a.node]},
-                        {"job", r.id},
-                        {"state", "running"}});
+  }
+  // The actors each live node reported with its last heartbeat: where they really run (after a
+  // recovery too), their mailbox depth and messages/s.
+  for (auto& [name, n] : st.nodes) {
+    if (!n.alive)
+      continue;
+    for (auto& a : n.actors) {
+      std::string job = a.stat.job;
+      for (auto& j : st.jobs)
+        if (j.name == a.stat.job && st.running && st.running->id == j.id)
+          job = j.id;
+      actors.push_back({{"role", a.stat.role},
+                        {"index", a.stat.index},
+                        {"node", name},
+                        {"job", job},
+                        {"state", "running"},
+                        {"mailbox", a.stat.mailbox},
+                        {"messages_total", a.stat.messages},
+                        {"messages_per_sec", a.messages_per_sec}});
+    }
   }
   nlohmann::json doc = {{"cluster", m.cluster},
                         {"version", st.config.version},

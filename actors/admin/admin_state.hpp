@@ -16,6 +16,12 @@ struct node_entry {
   bool alive = false;
   std::chrono::steady_clock::time_point last_heartbeat;
   int64_t heartbeats = 0;
+  // The node's role actors as of its last heartbeat, with messages/s since the one before.
+  struct actor_row {
+    actor_stat stat;
+    double messages_per_sec = 0;
+  };
+  std::vector<actor_row> actors;
 };
 
 struct running_job {

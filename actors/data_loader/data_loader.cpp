@@ -1,5 +1,7 @@
 #include "actors/data_loader/data_loader.hpp"
 
+#include "runtime/actor_meter.hpp"
+
 #include "runtime/batch_key.hpp"
 #include "satrap_schemas/step.capnp.h"
 
@@ -13,6 +15,7 @@ struct loader_state {
   data_loader_config config;
   int64_t batches = 0;  // served so far
   static inline const char* name = "data_loader";
+  meter_handle meter;  // for the status endpoint
 };
 
 schema::Split schema_split(int8_t split) {
@@ -47,9 +50,11 @@ capnp_payload make_dense_batch(const batch& b, int8_t split) {
 data_loader_actor::behavior_type
 loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
   self->state.config = std::move(config);
+  self->state.meter = meter_handle("data_loader", self->state.config.index, self->state.config.job);
   return {
     [self](fetch_atom, int64_t index, int8_t split) {
       auto& st = self->state;
+      st.meter.on_message(self);
       auto b = st.config.data->make_batch(split_of(split), index, st.config.batch_size);
       auto& agg = st.config.aggregators[aggregator_for_batch(index, st.config.aggregators.size())];
       self->send(agg, ids_atom::value, make_id_batch(b, split));

@@ -37,6 +37,7 @@ struct data_loader_config {
   std::shared_ptr<const batch_source> data;             // where batches come from (shared, immutable)
   int32_t batch_size = 512;                             // samples per batch (per trainer)
   std::vector<gradient_aggregator_actor> aggregators;   // every aggregator of the job
+  std::string job;                                      // the job's name (status endpoint)
 };
 
 data_loader_actor spawn_data_loader(caf::actor_system& sys, const data_loader_config& config);

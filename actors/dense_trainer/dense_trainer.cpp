@@ -2,6 +2,7 @@
 
 #include "actors/dense_trainer/ring_allreduce.hpp"
 #include "models/metrics.hpp"
+#include "runtime/actor_meter.hpp"
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -54,6 +55,7 @@ struct trainer_state {
   size_t eval_done = 0;
   std::map<int64_t, batch_inputs> eval_inputs;
   std::vector<float> eval_logits, eval_labels, eval_probs;
+  meter_handle meter;  // for the status endpoint
   static inline const char* name = "dense_trainer";
 };
 
@@ -383,6 +385,7 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
   st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
                                                    st.model->params().size());
   st.auc = std::make_unique<running_auc>(st.config.auc_window);
+  st.meter = meter_handle("dense_trainer", st.config.rank, st.config.job);
   if (st.config.world > 1)
     st.ring.emplace(st.config.rank, st.config.world);
   return {
@@ -392,10 +395,14 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
         self->state.peers.push_back(caf::actor_cast<dense_trainer_actor>(p));
     },
     [self](chunk_atom, capnp_payload& chunk) {
+      self->state.meter.on_message(self);
       self->state.inbox.push_back(std::move(chunk));
       drain_inbox(self);
     },
-    [self](applied_atom, int64_t step, int32_t) { on_applied(self, step); },
+    [self](applied_atom, int64_t step, int32_t) {
+      self->state.meter.on_message(self);
+      on_applied(self, step);
+    },
     [self](cut_atom, int64_t next) { on_cut(self, next); },
     [self](hold_atom) {
       auto& st = self->state;

@@ -124,6 +124,7 @@ struct dense_trainer_config {
   size_t auc_window = 100000;                         // predictions in the running AUC
   int32_t eval_window = 4;                            // test batches in flight at once
   caf::duration timeout{std::chrono::seconds(120)};   // per request
+  std::string job;                                    // the job's name (status endpoint)
 };
 
 dense_trainer_actor spawn_dense_trainer(caf::actor_system& sys, const dense_trainer_config& config);

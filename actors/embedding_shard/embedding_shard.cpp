@@ -1,6 +1,7 @@
 #include "actors/embedding_shard/embedding_shard.hpp"
 
 #include "models/embedding/embedding_snapshot.hpp"
+#include "runtime/actor_meter.hpp"
 #include "runtime/error.hpp"
 #include "runtime/partition_map.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -15,6 +16,7 @@ struct shard_state {
   embedding_shard_config config;
   std::unique_ptr<embedding_table> table;
   shard_stats stats;
+  meter_handle meter;  // for the status endpoint
   static inline const char* name = "embedding_shard";
 };
 
@@ -101,9 +103,16 @@ shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
   st.stats.shard = st.config.shard;
   spdlog::debug("shard_started shard={} dim={} kernels={}", st.config.shard, st.config.embedding.dim,
                 st.table->kernels_name());
+  st.meter = meter_handle("embedding_shard", st.config.shard, st.config.job);
   return {
-    [self](lookup_atom, const capnp_payload& req) { return shard_lookup(self->state, req); },
-    [self](update_atom, const capnp_payload& req) { return shard_update(self->state, req); },
+    [self](lookup_atom, const capnp_payload& req) {
+      self->state.meter.on_message(self);
+      return shard_lookup(self->state, req);
+    },
+    [self](update_atom, const capnp_payload& req) {
+      self->state.meter.on_message(self);
+      return shard_update(self->state, req);
+    },
     [self](stats_atom) { return shard_stats_now(self->state); },
     [self](snapshot_atom, const std::string& root, uint64_t sequence, bool full) {
       return shard_snapshot(self->state, root, sequence, full);

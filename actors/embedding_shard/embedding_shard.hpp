@@ -73,6 +73,7 @@ struct embedding_shard_config {
   embedding_options embedding;    // rows, initialiser and sparse optimizer
   int32_t shards = 1;             // shards in the job, and
   int32_t partitions = 4096;      // virtual partitions: which ids this shard owns (restore)
+  std::string job;                // the job's name (status endpoint)
 };
 
 embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,

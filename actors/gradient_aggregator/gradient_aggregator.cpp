@@ -1,5 +1,6 @@
 #include "actors/gradient_aggregator/gradient_aggregator.hpp"
 
+#include "runtime/actor_meter.hpp"
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -34,6 +35,7 @@ struct batch_state {
 struct aggregator_state {
   gradient_aggregator_config config;
   std::unordered_map<int64_t, batch_state> batches;
+  meter_handle meter;  // for the status endpoint
   static inline const char* name = "gradient_aggregator";
 };
 
@@ -236,10 +238,21 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
 gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
                                                              gradient_aggregator_config config) {
   self->state.config = std::move(config);
+  self->state.meter = meter_handle("gradient_aggregator", self->state.config.index,
+                                   self->state.config.job);
   return {
-    [self](ids_atom, const capnp_payload& msg) { on_ids(self, msg); },
-    [self](pooled_atom, int64_t batch, int8_t split) { return on_pooled(self, batch, split); },
-    [self](grads_atom, const capnp_payload& msg) { return on_grads(self, msg); },
+    [self](ids_atom, const capnp_payload& msg) {
+      self->state.meter.on_message(self);
+      on_ids(self, msg);
+    },
+    [self](pooled_atom, int64_t batch, int8_t split) {
+      self->state.meter.on_message(self);
+      return on_pooled(self, batch, split);
+    },
+    [self](grads_atom, const capnp_payload& msg) {
+      self->state.meter.on_message(self);
+      return on_grads(self, msg);
+    },
   };
 }
 

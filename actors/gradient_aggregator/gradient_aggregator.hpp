@@ -39,6 +39,7 @@ struct gradient_aggregator_config {
   std::vector<embedding_shard_actor> shards;  // every shard of the job
   partition_map partitions;                   // id -> shard
   caf::duration timeout{std::chrono::seconds(60)};  // per request to a shard
+  std::string job;                            // the job's name (status endpoint)
 };
 
 gradient_aggregator_actor spawn_gradient_aggregator(caf::actor_system& sys,

@@ -8,6 +8,7 @@ embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
   c.embedding = spec.model.embedding;
   c.shards = spec.placement.shards;
   c.partitions = spec.placement.partitions;
+  c.job = spec.name;
   return c;
 }
 
@@ -20,6 +21,7 @@ gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index
   c.partitions = partition_map::uniform(static_cast<uint32_t>(spec.placement.partitions),
                                         static_cast<uint32_t>(shards.size()));
   c.shards = std::move(shards);
+  c.job = spec.name;
   return c;
 }
 
@@ -38,6 +40,7 @@ dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
   c.aggregators = std::move(aggregators);
   c.progress = std::move(progress);
   c.progress_every = spec.training.progress_every;
+  c.job = spec.name;
   return c;
 }
 

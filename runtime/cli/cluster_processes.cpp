@@ -1,6 +1,8 @@
 // satrap head, node, up, down; and the subcommand table of the cluster commands.
 #include "runtime/cli/cluster_commands.hpp"
 
+#include "runtime/actor_meter.hpp"
+
 #include "actors/node_agent/node_agent.hpp"
 #include "runtime/cli/cluster_common.hpp"
 #include "runtime/error.hpp"
@@ -231,7 +233,7 @@ int cluster_commands::run_node() {
     self->monitor(*admin);
     bool head_down = false;
     while (!head_down) {
-      self->send(*admin, heartbeat_atom::value, spec->name);
+      self->send(*admin, heartbeat_atom::value, spec->name, meters_snapshot());
       self->receive([&](caf::down_msg&) { head_down = true; },
                     caf::after(std::chrono::milliseconds(1000)) >> [] {});
       if (wait_for_stop_signal(0))

@@ -82,7 +82,7 @@ TEST_CASE_FIXTURE(fixture, "shard: lookup gives initial rows, update applies SGD
 TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are refused, not dropped") {
   gradient_aggregator_config c;
   c.dim = 2;
-  c.shards.push_back(spawn_embedding_shard(sys, {0, {}}));
+  c.shards.push_back(spawn_embedding_shard(sys, embedding_shard_config{}));
   c.partitions = partition_map::uniform(16, 1);
   auto agg = spawn_gradient_aggregator(sys, c);
   capnp::MallocMessageBuilder mb;
@@ -100,7 +100,7 @@ TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are re
 TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request with the reason") {
   gradient_aggregator_config c;
   c.dim = 2;
-  auto shard = spawn_embedding_shard(sys, {0, {}});
+  auto shard = spawn_embedding_shard(sys, embedding_shard_config{});
   c.shards.push_back(shard);
   c.partitions = partition_map::uniform(16, 1);
   c.timeout = caf::duration{std::chrono::seconds(5)};

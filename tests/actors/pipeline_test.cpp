@@ -23,7 +23,11 @@ job_spec small_job() {
   spec.training.batch_size = 128;
   spec.training.train_batches = 120;
   spec.training.test_batches = 16;
-  spec.placement = {3, 2, 2, 1, 64};
+  spec.placement.shards = 3;
+  spec.placement.aggregators = 2;
+  spec.placement.loaders = 2;
+  spec.placement.trainers = 1;
+  spec.placement.partitions = 64;
   return spec;
 }
 
