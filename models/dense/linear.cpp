@@ -6,8 +6,38 @@
 
 namespace satrap {
 
+namespace {
+
+// db[o] = sum over rows of dy[row][o] (rows in order, as before).
+[[gnu::target_clones("avx2", "default")]]
+void column_sums(int batch, int out, const float* __restrict dy, float* __restrict db) {
+  std::memset(db, 0, sizeof(float) * out);
+  for (int i = 0; i < batch; ++i) {
+    const float* row = dy + static_cast<size_t>(i) * out;
+    for (int o = 0; o < out; ++o) db[o] += row[o];
+  }
+}
+
+// dx[i][k] = dy[i] * w[k] (a layer with one output: an outer product, no GEMM).
+[[gnu::target_clones("avx2", "default")]]
+void outer(int batch, int in, const float* __restrict dy, const float* __restrict w,
+           float* __restrict dx) {
+  for (int i = 0; i < batch; ++i) {
+    const float g = dy[i];
+    float* row = dx + static_cast<size_t>(i) * in;
+    for (int k = 0; k < in; ++k) row[k] = g * w[k];
+  }
+}
+
+}  // namespace
+
 void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
                     float* y) {
+  if (out == 1) {  // y = x w + b: a GEMV (OpenBLAS's GEMM path is slow for one column)
+    for (int i = 0; i < batch; ++i) y[i] = b[0];
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, batch, in, 1.0f, x, in, w, 1, 1.0f, y, 1);
+    return;
+  }
   for (int i = 0; i < batch; ++i) std::memcpy(y + static_cast<size_t>(i) * out, b, sizeof(float) * out);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 1.0f,
               y, out);
@@ -15,14 +45,16 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
 
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db) {
+  column_sums(batch, out, dy, db);
+  if (out == 1) {
+    // dw = x^T dy, dx = dy w^T.
+    cblas_sgemv(CblasRowMajor, CblasTrans, batch, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1);
+    if (dx != nullptr) outer(batch, in, dy, w, dx);
+    return;
+  }
   // dw = dy^T x
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f,
               dw, in);
-  std::memset(db, 0, sizeof(float) * out);
-  for (int i = 0; i < batch; ++i) {
-    const float* row = dy + static_cast<size_t>(i) * out;
-    for (int o = 0; o < out; ++o) db[o] += row[o];
-  }
   // dx = dy W
   if (dx != nullptr)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in,

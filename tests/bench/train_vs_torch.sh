@@ -5,13 +5,14 @@
 # The two run alternately (A B A B ...) so that the machine's noise hits both; the last line is
 #   ratio=<median satrap/torch samples/s> satrap_sps=<median> torch_sps=<median> pairs=N
 # usage: tests/bench/train_vs_torch.sh [PAIRS=5] [STEPS=60] [extra satrap flags...]
+# SATRAP_BIN: the satrap binary to run (default: build/bin/satrap).
 # Needs python3-torch (ops/setup.sh --bench).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pairs=${1:-5}
 steps=${2:-60}
 shift $(( $# > 2 ? 2 : $# ))
-satrap="$root/build/bin/satrap"
+satrap="${SATRAP_BIN:-$root/build/bin/satrap}"
 torch_py="$root/../shared/bench/torch_dlrm.py"
 [ -x "$satrap" ] || { echo "build first: ops/setup.sh" >&2; exit 2; }
 [ -f "$torch_py" ] || { echo "missing $torch_py" >&2; exit 2; }
