@@ -344,6 +344,8 @@ std::vector<job_field> make_fields() {
     SATRAP_INT_FIELD("checkpoint.every_steps", "checkpoint-every",
                      "steps between checkpoints (0: never)", checkpoint.every_steps, int64_t{0},
                      i64max),
+    SATRAP_INT_FIELD("checkpoint.every_seconds", "", "seconds between checkpoints (0: never)",
+                     checkpoint.every_seconds, 0, i32max),
     SATRAP_INT_FIELD("checkpoint.full_every", "", "every Nth checkpoint is full, others incremental",
                      checkpoint.full_every, 1, i32max),
     SATRAP_STRING_FIELD("checkpoint.resume_from", "resume",
@@ -501,8 +503,10 @@ caf::error job_spec_finalize(job_spec& spec) {
     return bad("training.train_batches: expected a multiple of placement.trainers ("
                + std::to_string(p.trainers) + "), got "
                + std::to_string(spec.training.train_batches));
-  if (spec.checkpoint.every_steps > 0 && spec.checkpoint.dir.empty())
-    return bad("checkpoint.dir: expected a directory when checkpoint.every_steps is set");
+  if ((spec.checkpoint.every_steps > 0 || spec.checkpoint.every_seconds > 0)
+      && spec.checkpoint.dir.empty())
+    return bad("checkpoint.dir: expected a directory when checkpoint.every_steps or "
+               "checkpoint.every_seconds is set");
   if (spec.model.network.bottom.empty() && spec.model.network.dense_features != spec.model.network.dim)
     return bad("model.bottom: expected at least one layer");
   return caf::none;

@@ -72,6 +72,7 @@ struct placement_spec {
 struct checkpoint_spec {
   std::string dir;                      // where checkpoints go; "": none (a restart begins at step 0)
   int64_t every_steps = 0;              // steps (per trainer) between checkpoints; 0: never
+  int32_t every_seconds = 0;            // seconds between checkpoints; 0: never
   int32_t full_every = 5;               // every Nth checkpoint is full, the others incremental
   std::string resume_from;              // a checkpoint directory to continue from (its newest one)
 };

@@ -338,6 +338,8 @@ void on_cut(self_ptr self, cut_report& r) {
   write_checkpoint(self);
 }
 
+void begin_cut(self_ptr self);
+
 // An on-demand checkpoint: freeze every trainer's fetching, then cut at the furthest of them.
 caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
   auto& st = self->state;
@@ -355,6 +357,13 @@ caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
   st.on_demand.push_back(promise);
   if (st.checkpointing || st.on_demand.size() > 1)
     return promise;  // answered by the checkpoint under way or being set up
+  begin_cut(self);
+  return promise;
+}
+
+// Freezes every trainer's fetching, then cuts at the furthest of them (on demand, or timed).
+void begin_cut(self_ptr self) {
+  auto& st = self->state;
   st.checkpointing = true;
   auto gen = st.generation;
   auto furthest = std::make_shared<int64_t>(0);
@@ -371,7 +380,7 @@ caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
             for (auto& p : st.on_demand)
               p.deliver(make_error(errc::invalid_config, "the job is finishing its last steps"));
             st.on_demand.clear();
-            release_trainers(self, -1);
+            release_trainers(self, next_periodic_cut(st, *furthest));
             return;
           }
           // Reports already in for a pending periodic cut at the same step stay valid (a trainer
@@ -383,7 +392,6 @@ caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
         [self, gen](const caf::error& e) {
           on_failure(self, gen, "holding a trainer for a checkpoint: " + error_text(e));
         });
-  return promise;
 }
 
 // ---- results --------------------------------------------------------------------------------
@@ -472,6 +480,9 @@ void start_training(self_ptr self, uint64_t gen) {
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   st.progress.steps_total = plan.steps;
   st.recovering = false;
+  if (!st.ckpt_dir.empty() && spec.checkpoint.every_seconds > 0)
+    self->delayed_send(self, std::chrono::seconds(spec.checkpoint.every_seconds),
+                       checkpoint_atom::value, gen);
   spdlog::info("job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
                "first_step={} staleness={} batch_size={} nodes={} generation={}",
                spec.name, spec.placement.shards, spec.placement.aggregators,
@@ -702,6 +713,15 @@ job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
     [self](progress_atom, const progress_report& r) { on_progress(self, r); },
     [self](cut_atom, cut_report& r) { on_cut(self, r); },
     [self](checkpoint_atom) { return on_checkpoint(self); },
+    [self](checkpoint_atom, uint64_t gen) {  // checkpoint.every_seconds
+      auto& st = self->state;
+      if (gen != st.generation)
+        return;
+      if (!st.recovering && st.reports.empty() && !st.checkpointing && !st.trainers.empty())
+        begin_cut(self);
+      self->delayed_send(self, std::chrono::seconds(st.config.spec.checkpoint.every_seconds),
+                         checkpoint_atom::value, gen);
+    },
     [self](restore_atom, uint64_t gen) {  // after a failure: re-place, restore, go on
       if (gen == self->state.generation)
         replan(self, [self] { launch(self); });

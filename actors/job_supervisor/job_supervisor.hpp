@@ -10,7 +10,7 @@
 // shard), then loaders (given every aggregator), then trainers (given loaders, aggregators, and
 // each other as peers). Its children are linked to it: when it ends, they end.
 //
-// Checkpoints (checkpoint.every_steps, or on demand) are consistent cuts: the trainers stop
+// Checkpoints (checkpoint.every_steps or every_seconds, or on demand) are consistent cuts: the trainers stop
 // looking up at the cut step and drain; then every shard writes its snapshot file, the
 // supervisor writes the dense state and the checkpoint manifest last (job_checkpoint.hpp), and
 // the trainers go on.
@@ -90,7 +90,8 @@ using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<jo
                                               caf::reacts_to<progress_atom, progress_report>,
                                               caf::reacts_to<cut_atom, cut_report>,
                                               caf::replies_to<checkpoint_atom>::with<int64_t>,
-                                              caf::reacts_to<restore_atom, uint64_t>>;  // internal
+                                              caf::reacts_to<restore_atom, uint64_t>,     // internal
+                                              caf::reacts_to<checkpoint_atom, uint64_t>>;  // internal
 
 // Who is alive now (the admin on a cluster): names and agents of the live nodes.
 using node_directory_actor = caf::typed_actor<

@@ -3,10 +3,10 @@
 # /metrics while it runs, compare its test AUC with the embedded run of the same job, check the
 # error paths (wrong token, bad job file, unreachable head), `satrap down`, and make sure no
 # satrap process is left.
-# usage: cluster_test.sh SATRAP_BINARY [TRAIN_BATCHES]
+# usage: cluster_test.sh SATRAP_BINARY [TRAIN_BATCHES]   (default: the default job's 10000)
 set -euo pipefail
 satrap=$1
-batches=${2:-1200}
+batches=${2:-}
 work=$(mktemp -d /tmp/satrap-cluster-test.XXXXXX)
 state="$work/state"
 # Ports: a block chosen from the test's pid so parallel runs do not collide.
@@ -29,11 +29,13 @@ nodes:
     port: $((base + 1))
     resources: {cores: 2, memory: 4GiB, gpus: 0}
 YAML
-# The default synthetic job, shortened so that CI stays quick.
-cat > "$work/job.yaml" <<YAML
-name: cluster-test
-training: {train_batches: $batches}
-YAML
+# The default synthetic job (whole, unless a batch count is given), with a checkpoint folder so
+# that `satrap checkpoint` can be asked for one while it runs.
+{
+  echo "name: cluster-test"
+  echo "checkpoint: {dir: ckpt}"
+  [ -n "$batches" ] && echo "training: {train_batches: $batches}"
+} > "$work/job.yaml"
 cd "$work"
 
 "$satrap" up --manifest manifest.yaml --state-dir "$state" --wait 60 || fail "satrap up"
@@ -72,7 +74,9 @@ d = json.load(open(sys.argv[1]))
 assert len(d["nodes"]) == 3 and all(n["alive"] for n in d["nodes"])
 job = [j for j in d["jobs"] if j["name"] == "cluster-test"]
 assert job and job[0]["state"] == "RUNNING" and job[0]["samples"] > 0
-assert any(a["role"] == "embedding_shard" for a in d["actors"])
+shards = [a for a in d["actors"] if a["role"] == "embedding_shard"]
+assert shards and all("mailbox" in a and a["messages_total"] >= 0 for a in shards)
+assert any(a["messages_per_sec"] > 0 for a in d["actors"])
 PY
   then seen_status=1; fi
   if curl -sf "http://127.0.0.1:$((base + 9))/metrics" > metrics.txt \
@@ -83,12 +87,18 @@ PY
   sleep 0.5
 done
 [ $seen_status = 1 ] || fail "never saw the running job in /status"
+# A checkpoint on demand, while it runs.
+out=$("$satrap" checkpoint j1 --manifest manifest.yaml --state-dir "$state" 2>&1) \
+  || fail "satrap checkpoint: $out"
+grep -q "job j1: checkpoint at step [0-9]" <<<"$out" || fail "satrap checkpoint: $out"
+[ -f ckpt/checkpoint-00000001.json ] || fail "no checkpoint manifest after satrap checkpoint"
 [ $seen_metrics = 1 ] || fail "never saw the running job in /metrics"
 curl -sf "http://127.0.0.1:$((base + 9))/healthz" > /dev/null || fail "/healthz"
 wait $follow || fail "the job did not succeed: $(cat submit.out submit.err)"
 
 # The same job embedded, same seed: the test AUC must agree within 0.005.
-"$satrap" train --job job.yaml --json > embedded.out 2>/dev/null || fail "embedded run"
+grep -v '^checkpoint:' job.yaml > embedded.yaml
+"$satrap" train --job embedded.yaml --json > embedded.out 2>/dev/null || fail "embedded run"
 python3 - submit.out embedded.out <<'PY' || fail "AUC differs"
 import json, sys
 cluster = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
