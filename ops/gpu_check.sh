@@ -156,6 +156,17 @@ tail -3 "$logs/gpu_bench.txt"
 grep "^gpu_dlrm_bench " "$logs/gpu_bench.txt" >>"$summary"
 note "gpu_dlrm_bench exit $bench_rc"
 
+# The whole pipeline with the dense trainer on the GPU (training.device cuda) against the CPU, on
+# the default synthetic job: test AUC and samples/s of each.
+if cmake --build "$build" --target satrap -j "$jobs" >>"$logs/build.txt" 2>&1; then
+  for device in cuda cpu; do
+    timeout 600 "$build/bin/satrap" train --device "$device" --json >"$logs/train_$device.txt" 2>&1
+    note "satrap train --device $device exit $?: $(tail -n 1 "$logs/train_$device.txt" | cut -c1-300)"
+  done
+else
+  note "building satrap failed (see build.txt)"
+fi
+
 if [ "$test_rc" -eq 77 ]; then note "the GPU test was SKIPPED: no usable CUDA device"; finish 6; fi
 if [ "$test_rc" -ne 0 ]; then finish 1; fi
 if [ "$bench_rc" -ne 0 ]; then finish 2; fi

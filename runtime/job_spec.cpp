@@ -318,6 +318,8 @@ std::vector<job_field> make_fields() {
                      training.epochs, 1, 1 << 20),
     SATRAP_INT_FIELD("training.staleness", "staleness", "K: max missed embedding steps (0 = sync)",
                      training.staleness, 0, 1024),
+    SATRAP_ENUM_FIELD("training.device", "device", "where the dense trainers compute",
+                      training.device, {"cpu", dense_device::cpu}, {"cuda", dense_device::cuda}),
     SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
     SATRAP_INT_FIELD("training.progress_every", "", "steps between progress reports",
                      training.progress_every, 1, i32max),

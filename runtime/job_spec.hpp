@@ -44,12 +44,16 @@ struct data_spec {
   std::string cache_dir;                // where converted data sets go; "": $TMPDIR/satrap-cache
 };
 
+// Where the dense network runs: on the CPU (BLAS), or on a CUDA device (models/cuda/; DLRM only).
+enum class dense_device { cpu, cuda };
+
 struct training_spec {
   int32_t batch_size = 512;             // samples per batch (per trainer)
   int64_t train_batches = 4000;         // training batches in all (split among the trainers)
   int64_t test_batches = 200;           // held-out batches evaluated at the end (file data: at most all)
   int32_t epochs = 1;                   // file data with train_batches 0: passes over the training split
   int32_t staleness = 2;                // K: a lookup may miss the gradients of <= K earlier steps
+  dense_device device = dense_device::cpu;  // where the dense trainers compute
   uint64_t seed = 7;                    // dense model initialisation
   int32_t progress_every = 20;          // steps between progress reports from each trainer
 };

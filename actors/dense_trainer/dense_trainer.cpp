@@ -3,6 +3,9 @@
 #include "actors/dense_trainer/ring_allreduce.hpp"
 #include "models/metrics.hpp"
 #include "runtime/actor_meter.hpp"
+#ifdef SATRAP_HAVE_CUDA
+#include "models/cuda/cuda_dlrm.hpp"
+#endif
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -378,10 +381,11 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   return *st.done;
 }
 
-dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config) {
+dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
+                                                    std::shared_ptr<std::unique_ptr<dense_model>> model) {
   auto& st = self->state;
   st.config = std::move(config);
-  st.model = make_dense_model(st.config.model, st.config.seed);
+  st.model = std::move(*model);
   st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
                                                    st.model->params().size());
   st.auc = std::make_unique<running_auc>(st.config.auc_window);
@@ -417,8 +421,34 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
 
 }  // namespace
 
-dense_trainer_actor spawn_dense_trainer(caf::actor_system& sys, const dense_trainer_config& config) {
-  return sys.spawn(trainer_behavior, config);
+caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_config& c) {
+  if (!c.cuda)
+    return make_dense_model(c.model, c.seed);
+#ifdef SATRAP_HAVE_CUDA
+  auto devices = cuda_device_count();
+  if (!devices)
+    return make_error(errc::invalid_config, "training.device cuda: " + devices.error());
+  if (devices.value() == 0)
+    return make_error(errc::invalid_config, "training.device cuda: this node has no CUDA device");
+  auto m = make_cuda_dlrm(c.model, c.seed, c.rank % devices.value());
+  if (!m)
+    return make_error(errc::invalid_config, "training.device cuda: " + m.error());
+  // Through dense_model: the host optimizer and the ring all-reduce work on the host mirrors.
+  return std::unique_ptr<dense_model>(std::move(m.value()));
+#else
+  return make_error(errc::invalid_config,
+                    "training.device cuda: this satrap was built without CUDA (nvcc not found; "
+                    "see SATRAP_CUDA)");
+#endif
+}
+
+caf::expected<dense_trainer_actor> spawn_dense_trainer(caf::actor_system& sys,
+                                                       const dense_trainer_config& config) {
+  auto model = make_model(config);
+  if (!model)
+    return model.error();
+  return sys.spawn(trainer_behavior, config,
+                   std::make_shared<std::unique_ptr<dense_model>>(std::move(*model)));
 }
 
 }  // namespace satrap

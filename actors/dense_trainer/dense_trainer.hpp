@@ -31,6 +31,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/duration.hpp>
+#include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -125,8 +126,12 @@ struct dense_trainer_config {
   int32_t eval_window = 4;                            // test batches in flight at once
   caf::duration timeout{std::chrono::seconds(120)};   // per request
   std::string job;                                    // the job's name (status endpoint)
+  bool cuda = false;                                  // the dense model on CUDA device rank % GPUs
 };
 
-dense_trainer_actor spawn_dense_trainer(caf::actor_system& sys, const dense_trainer_config& config);
+// Fails (with the reason) when the model cannot be made: `cuda` without a CUDA build, without a
+// device, or for a model the CUDA path does not have.
+caf::expected<dense_trainer_actor> spawn_dense_trainer(caf::actor_system& sys,
+                                                       const dense_trainer_config& config);
 
 }  // namespace satrap

@@ -137,8 +137,16 @@ void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
         },
         [self, name, gen, node](const caf::error& e) {
           auto& st = self->state;
-          on_failure(self, gen, std::string("spawning ") + name + " on node "
-                                  + node_name(st, node) + ": " + error_text(e));
+          auto what = std::string("spawning ") + name + " on node " + node_name(st, node) + ": "
+                      + error_text(e);
+          // A job the node cannot run (its config) fails at once: a restart would not help.
+          if (e.category() == caf::atom("satrap")
+              && e.code() == static_cast<uint8_t>(errc::invalid_config)) {
+            if (gen == st.generation)
+              fail_job(self, make_error(errc::invalid_config, what));
+            return;
+          }
+          on_failure(self, gen, what);
         });
   }
 }
@@ -565,6 +573,7 @@ void replan(self_ptr self, std::function<void()> next) {
 void launch(self_ptr self) {
   auto& st = self->state;
   ++st.generation;
+  st.recovering = false;  // a failure of this generation starts the next recovery
   st.shards.clear();
   st.aggregators.clear();
   st.loaders.clear();

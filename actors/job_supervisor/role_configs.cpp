@@ -41,6 +41,7 @@ dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
   c.progress = std::move(progress);
   c.progress_every = spec.training.progress_every;
   c.job = spec.name;
+  c.cuda = spec.training.device == dense_device::cuda;
   return c;
 }
 

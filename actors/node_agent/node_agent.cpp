@@ -91,8 +91,10 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
         auto h = spawn_dense_trainer(self->system(),
                                      trainer_config(**spec, rank, std::move(loaders),
                                                     std::move(aggs), std::move(sink)));
+        if (!h)
+          return h.error();
         log_spawn(self, "dense_trainer", rank);
-        return h;
+        return *h;
       },
     };
   });
