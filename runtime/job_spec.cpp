@@ -505,6 +505,8 @@ caf::error job_spec_finalize(job_spec& spec) {
     return bad("training.train_batches: expected a multiple of placement.trainers ("
                + std::to_string(p.trainers) + "), got "
                + std::to_string(spec.training.train_batches));
+  if (spec.checkpoint.dir.empty())  // a resumed job goes on checkpointing where it resumed from
+    spec.checkpoint.dir = spec.checkpoint.resume_from;
   if ((spec.checkpoint.every_steps > 0 || spec.checkpoint.every_seconds > 0)
       && spec.checkpoint.dir.empty())
     return bad("checkpoint.dir: expected a directory when checkpoint.every_steps or "
