@@ -285,11 +285,7 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
         }
         if (!st.running || st.running->id != id)
           return make_error(errc::invalid_config, "job '" + id + "' is not running");
-        auto rp = self->make_response_promise<int64_t>();
-        self->request(st.running->supervisor, caf::infinite, checkpoint_atom::value)
-          .then([rp](int64_t step) mutable { rp.deliver(step); },
-                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-        return rp;
+        return self->delegate(st.running->supervisor, checkpoint_atom::value);
       },
       [self](nodes_atom) {
         std::vector<std::string> names;

@@ -1,11 +1,11 @@
 #include "actors/job_supervisor/job_checkpoint.hpp"
 
+#include "models/embedding/snapshot_file.hpp"
 #include "runtime/error.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -29,19 +29,6 @@ caf::error io_error(const std::string& what) { return make_error(errc::io_failur
 
 }  // namespace
 
-uint64_t checkpoint_checksum(const char* data, size_t size) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, 8 bytes at a time folded in
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, data + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < size; ++i)
-    h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  return h;
-}
-
 std::string checkpoint_embedding_root(const std::string& dir) {
   return (fs::path(dir) / "embeddings").string();
 }
@@ -53,14 +40,15 @@ caf::error checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
   if (ec)
     return io_error(dir + ": cannot create the checkpoint directory: " + ec.message());
   meta.dense_file = "dense-" + seq_text(meta.sequence) + ".bin";
-  auto path = (fs::path(dir) / meta.dense_file).string();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(state.bytes.data(), static_cast<std::streamsize>(state.bytes.size()));
-  out.close();
-  if (!out)
-    return io_error(path + ": cannot write the dense state");
-  meta.dense_bytes = state.bytes.size();
-  meta.dense_checksum = checkpoint_checksum(state.bytes.data(), state.bytes.size());
+  // The snapshot files' framing: checksummed trailer, fsync, atomic rename. A flat Cap'n Proto
+  // message is a whole number of 8-byte words, as the framing needs.
+  snapshot_file_writer out((fs::path(dir) / meta.dense_file).string());
+  out.append(state.bytes.data(), state.bytes.size());
+  auto written = out.finish();
+  if (!written)
+    return io_error(written.error());
+  meta.dense_bytes = written->bytes;
+  meta.dense_checksum = written->checksum;
   return caf::none;
 }
 
@@ -133,17 +121,13 @@ caf::expected<std::optional<checkpoint_meta>> checkpoint_latest(const std::strin
 
 caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,
                                                    const checkpoint_meta& meta) {
-  auto path = (fs::path(dir) / meta.dense_file).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return io_error(path + ": cannot open the dense state");
+  auto file = mapped_file::open((fs::path(dir) / meta.dense_file).string(), meta.dense_bytes,
+                                meta.dense_checksum);
+  if (!file)
+    return io_error(file.error());
+  auto* data = reinterpret_cast<const char*>(file->payload());
   capnp_payload p;
-  p.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (p.bytes.size() != meta.dense_bytes)
-    return io_error(path + ": expected " + std::to_string(meta.dense_bytes) + " bytes, found "
-                    + std::to_string(p.bytes.size()));
-  if (checkpoint_checksum(p.bytes.data(), p.bytes.size()) != meta.dense_checksum)
-    return io_error(path + ": checksum does not match the checkpoint manifest");
+  p.bytes.assign(data, data + file->payload_bytes());
   return p;
 }
 

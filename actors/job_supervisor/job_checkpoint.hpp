@@ -3,7 +3,8 @@
 // Layout of checkpoint.dir:
 //   embeddings/snap-<seq>/...        every shard's file of embedding snapshot <seq>, MANIFEST last
 //                                    (models/embedding/embedding_snapshot.hpp)
-//   dense-<seq>.bin                  the DenseState of trainer 0 (replicas are identical)
+//   dense-<seq>.bin                  the DenseState of trainer 0 (replicas are identical), framed
+//                                    as a snapshot file (models/embedding/snapshot_file.hpp)
 //   checkpoint-<seq>.json            this file last: the checkpoint is complete once it exists
 // A checkpoint at step c holds every step < c applied and nothing of a later one (the trainers'
 // cut). Loaders need no state of their own: batch numbers are read positions, so step c is where
@@ -52,7 +53,5 @@ caf::error checkpoint_write_meta(const std::string& dir, const checkpoint_meta& 
 // The dense state of `meta`, checked against its size and checksum.
 caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,
                                                    const checkpoint_meta& meta);
-
-uint64_t checkpoint_checksum(const char* data, size_t size);
 
 }  // namespace satrap

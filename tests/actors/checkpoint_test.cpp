@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <unistd.h>
 
@@ -38,30 +39,107 @@ job_spec ckpt_job(const std::string& dir) {
   return spec;
 }
 
-caf::expected<job_result> run(job_spec spec) {
-  if (auto err = job_spec_finalize(spec))
-    return err;
-  openblas_set_num_threads(1);
-  satrap_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{cfg};
-  job_supervisor_config config;
-  config.spec = spec;
-  auto sup = spawn_job_supervisor(sys, config);
-  caf::scoped_actor self{sys};
-  caf::expected<job_result> out{caf::error{}};
-  self->request(sup, caf::infinite, run_atom::value)
-    .receive([&](job_result& r) { out = std::move(r); },
-             [&](caf::error& e) { out = std::move(e); });
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
-  return out;
-}
-
 struct temp_dir {
   fs::path path = fs::temp_directory_path() / ("satrap-ckpt-test-" + std::to_string(::getpid()));
   temp_dir() { fs::remove_all(path); }
   ~temp_dir() { fs::remove_all(path); }
 };
+
+}  // namespace
+
+namespace {
+
+// A node agent for the test: spawns through a real agent and keeps the shards' handles, so the
+// test can kill one mid-training (a crash of that actor, as the supervisor sees it).
+struct recording_agent_state {
+  node_agent_actor real;
+  std::shared_ptr<std::vector<caf::actor>> shards;
+};
+
+node_agent_actor spawn_recording_agent(caf::actor_system& sys,
+                                       std::shared_ptr<std::vector<caf::actor>> shards) {
+  return sys.spawn([shards](node_agent_actor::stateful_pointer<recording_agent_state> self)
+                     -> node_agent_actor::behavior_type {
+    self->state.real = spawn_node_agent(self->system(), {"test"});
+    self->state.shards = shards;
+    auto& real = self->state.real;
+    auto d = std::chrono::seconds(30);
+    return {
+      [=](spawn_atom a, shard_atom r, const std::string& y, int32_t i) {
+        auto rp = self->make_response_promise<embedding_shard_actor>();
+        self->request(real, d, a, r, y, i).then(
+          [=](embedding_shard_actor& h) mutable {
+            self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
+            rp.deliver(std::move(h));
+          },
+          [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [=](spawn_atom a, aggregator_atom r, const std::string& y, int32_t i,
+          std::vector<embedding_shard_actor>& x) {
+        return self->delegate(real, a, r, y, i, std::move(x));
+      },
+      [=](spawn_atom a, loader_atom r, const std::string& y, int32_t i,
+          std::vector<gradient_aggregator_actor>& x) {
+        return self->delegate(real, a, r, y, i, std::move(x));
+      },
+      [=](spawn_atom a, trainer_atom r, const std::string& y, int32_t i,
+          std::vector<data_loader_actor>& l, std::vector<gradient_aggregator_actor>& g,
+          progress_sink_actor& p) {
+        return self->delegate(real, a, r, y, i, std::move(l), std::move(g), std::move(p));
+      },
+    };
+  });
+}
+
+
+// Crashes shard `shard` of the first generation (as if it threw) once `when(progress)` holds.
+// (A `kill` from outside would be fatal to its linked supervisor too: CAF 0.17 does not let an
+// exit handler trap `kill`.)
+struct crash_plan {
+  size_t shard = 0;
+  std::function<bool(const job_progress&)> when;
+};
+
+struct job_run {
+  caf::expected<job_result> result{caf::error{}};
+  bool crashed = false;
+  size_t shards_spawned = 0;
+};
+
+job_run run_job(job_spec spec, const crash_plan* crash) {
+  job_run out;
+  if (auto err = job_spec_finalize(spec)) {
+    out.result = err;
+    return out;
+  }
+  openblas_set_num_threads(1);
+  satrap_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto shards = std::make_shared<std::vector<caf::actor>>();
+  job_supervisor_config config;
+  config.spec = spec;
+  if (crash) {
+    config.nodes.push_back(spawn_recording_agent(sys, shards));
+    config.observer = [crash, shards, &out](const job_progress& p) {
+      if (!out.crashed && shards->size() > crash->shard && crash->when(p)) {
+        out.crashed = true;
+        caf::anon_send_exit((*shards)[crash->shard], caf::exit_reason::unhandled_exception);
+      }
+    };
+  }
+  auto sup = spawn_job_supervisor(sys, config);
+  caf::scoped_actor self{sys};
+  self->request(sup, caf::infinite, run_atom::value)
+    .receive([&](job_result& r) { out.result = std::move(r); },
+             [&](caf::error& e) { out.result = std::move(e); });
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  out.shards_spawned = shards->size();
+  return out;
+}
+
+caf::expected<job_result> run(job_spec spec) { return run_job(std::move(spec), nullptr).result; }
 
 }  // namespace
 
@@ -149,52 +227,6 @@ TEST_CASE("restart intensity: at most R restarts within any window of T") {
   CHECK(!never.allow(t0));
 }
 
-namespace {
-
-// A node agent for the test: spawns through a real agent and keeps the shards' handles, so the
-// test can kill one mid-training (a crash of that actor, as the supervisor sees it).
-struct recording_agent_state {
-  node_agent_actor real;
-  std::shared_ptr<std::vector<caf::actor>> shards;
-};
-
-node_agent_actor spawn_recording_agent(caf::actor_system& sys,
-                                       std::shared_ptr<std::vector<caf::actor>> shards) {
-  return sys.spawn([shards](node_agent_actor::stateful_pointer<recording_agent_state> self)
-                     -> node_agent_actor::behavior_type {
-    self->state.real = spawn_node_agent(self->system(), {"test"});
-    self->state.shards = shards;
-    auto& real = self->state.real;
-    auto d = std::chrono::seconds(30);
-    return {
-      [=](spawn_atom a, shard_atom r, const std::string& y, int32_t i) {
-        auto rp = self->make_response_promise<embedding_shard_actor>();
-        self->request(real, d, a, r, y, i).then(
-          [=](embedding_shard_actor& h) mutable {
-            self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
-            rp.deliver(std::move(h));
-          },
-          [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
-        return rp;
-      },
-      [=](spawn_atom a, aggregator_atom r, const std::string& y, int32_t i,
-          std::vector<embedding_shard_actor>& x) {
-        return self->delegate(real, a, r, y, i, std::move(x));
-      },
-      [=](spawn_atom a, loader_atom r, const std::string& y, int32_t i,
-          std::vector<gradient_aggregator_actor>& x) {
-        return self->delegate(real, a, r, y, i, std::move(x));
-      },
-      [=](spawn_atom a, trainer_atom r, const std::string& y, int32_t i,
-          std::vector<data_loader_actor>& l, std::vector<gradient_aggregator_actor>& g,
-          progress_sink_actor& p) {
-        return self->delegate(real, a, r, y, i, std::move(l), std::move(g), std::move(p));
-      },
-    };
-  });
-}
-
-}  // namespace
 
 TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and the job ends well") {
   temp_dir tmp;
@@ -208,33 +240,12 @@ TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and
   auto undisturbed = run(undisturbed_spec);
   REQUIRE_MESSAGE(undisturbed, error_text(undisturbed.error()));
 
-  openblas_set_num_threads(1);
-  satrap_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{cfg};
-  auto shards = std::make_shared<std::vector<caf::actor>>();
-  job_supervisor_config config;
-  config.spec = spec;
-  config.nodes.push_back(spawn_recording_agent(sys, shards));
-  // Kill shard 1 of the first generation once the job is past its first checkpoint (step 40).
-  bool killed = false;
-  config.observer = [&sys, shards, &killed](const job_progress& p) {
-    if (!killed && p.checkpoints >= 1 && p.steps >= 60 && shards->size() >= 2) {
-      killed = true;
-      // As if it crashed. (A `kill` from outside would be fatal to its linked supervisor too:
-      // CAF 0.17 does not let an exit handler trap `kill`.)
-      caf::anon_send_exit((*shards)[1], caf::exit_reason::unhandled_exception);
-    }
-  };
-  auto sup = spawn_job_supervisor(sys, config);
-  caf::scoped_actor self{sys};
-  caf::expected<job_result> out{caf::error{}};
-  self->request(sup, caf::infinite, run_atom::value)
-    .receive([&](job_result& r) { out = std::move(r); },
-             [&](caf::error& e) { out = std::move(e); });
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  // Crash shard 1 once the job is past its first checkpoint (step 40).
+  crash_plan crash{1, [](const job_progress& p) { return p.checkpoints >= 1 && p.steps >= 60; }};
+  auto r = run_job(spec, &crash);
+  auto& out = r.result;
   REQUIRE_MESSAGE(out, error_text(out.error()));
-  CHECK(killed);
+  CHECK(r.crashed);
   CHECK(out->restarts == 1);
   REQUIRE(out->failures.size() == 1);
   CHECK(out->failures[0].find("failed") != std::string::npos);
@@ -242,34 +253,18 @@ TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and
   CHECK(out->samples == undisturbed->samples);  // and counted once
   CHECK(out->step_losses.size() == undisturbed->step_losses.size());
   CHECK(std::abs(out->test_auc - undisturbed->test_auc) < 0.003);
-  CHECK(shards->size() == 6);  // two generations of 3 shards
+  CHECK(r.shards_spawned == 6);  // two generations of 3 shards
 }
 
 TEST_CASE("past the restart intensity the job fails with the reason") {
   temp_dir tmp;
   auto spec = ckpt_job(tmp.path.string());
   spec.supervision.max_restarts = 0;
-  REQUIRE(!job_spec_finalize(spec));
-  satrap_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{cfg};
-  auto shards = std::make_shared<std::vector<caf::actor>>();
-  job_supervisor_config config;
-  config.spec = spec;
-  config.nodes.push_back(spawn_recording_agent(sys, shards));
-  bool killed = false;
-  config.observer = [shards, &killed](const job_progress& p) {
-    if (!killed && p.steps >= 20 && !shards->empty()) {
-      killed = true;
-      caf::anon_send_exit(shards->front(), caf::exit_reason::unhandled_exception);
-    }
-  };
-  auto sup = spawn_job_supervisor(sys, config);
-  caf::scoped_actor self{sys};
-  std::string error;
-  self->request(sup, caf::infinite, run_atom::value)
-    .receive([&](job_result&) {}, [&](caf::error& e) { error = error_text(e); });
-  CHECK(killed);
+  crash_plan crash{0, [](const job_progress& p) { return p.steps >= 20; }};
+  auto r = run_job(spec, &crash);
+  REQUIRE(!r.result);
+  auto error = error_text(r.result.error());
+  CHECK(r.crashed);
   CHECK(error.find("restart intensity exceeded (0 restarts within 600 s)") != std::string::npos);
   CHECK(error.find("failed") != std::string::npos);
 }
