@@ -220,16 +220,31 @@ int cluster_commands::run_node() {
         std::_Exit(0);
       continue;
     }
-    bool refused = false;
+    bool refused = false, joined = false;
     self->request(*admin, std::chrono::seconds(10), register_atom::value,
                   node_info{m->cluster, satrap_version, spec->name, agent})
-      .receive([&](std::string&) { spdlog::info("node_joined cluster={} name={}", m->cluster, spec->name); },
-               [&](caf::error& e) {
-                 std::cerr << "satrap node: the head refused this node: " << error_text(e) << "\n";
-                 refused = true;
-               });
-    if (refused)
+      .receive(
+        [&](std::string&) {
+          spdlog::info("node_joined cluster={} name={}", m->cluster, spec->name);
+          joined = true;
+        },
+        [&](caf::error& e) {
+          // A refusal (another cluster, version or name) is final; a timeout or a dropped
+          // connection (a head restarting) is tried again until the deadline.
+          refused = e.category() == caf::atom("satrap");
+          if (refused || std::chrono::steady_clock::now() > deadline)
+            std::cerr << "satrap node: the head refused this node: " << error_text(e) << "\n";
+          else
+            spdlog::warn("node_register_retry cluster={} name={} error=\"{}\"", m->cluster,
+                         spec->name, error_text(e));
+        });
+    if (refused || (!joined && std::chrono::steady_clock::now() > deadline))
       return 1;
+    if (!joined) {
+      if (wait_for_stop_signal(1000))
+        std::_Exit(0);
+      continue;
+    }
     self->monitor(*admin);
     bool head_down = false;
     while (!head_down) {
