@@ -17,7 +17,7 @@
 #pragma once
 
 #include "actors/job_supervisor/job_supervisor.hpp"
-#include "actors/node_agent/node_agent.hpp"
+#include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/actor_meter.hpp"
 #include "runtime/manifest.hpp"

@@ -1,7 +1,7 @@
 #include "actors/job_supervisor/job_supervisor.hpp"
 
 #include "actors/job_supervisor/job_checkpoint.hpp"
-#include "actors/job_supervisor/job_data.hpp"
+#include "runtime/job_data.hpp"
 #include "actors/job_supervisor/restart_intensity.hpp"
 
 #include "models/embedding/embedding_snapshot.hpp"
@@ -705,10 +705,13 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
       return *st.done;
     }
   }
-  if (st.config.nodes.empty()) {  // embedded: one in-process agent, ended with the job
-    st.config.nodes.push_back(spawn_node_agent(self->system(), {"local"}));
-    self->link_to(st.config.nodes.back());
+  if (st.config.nodes.empty()) {
+    fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));
+    return *st.done;
   }
+  if (st.config.own_nodes)  // embedded: the in-process agents end with the job
+    for (auto& n : st.config.nodes)
+      self->link_to(n);
   launch(self);
   return *st.done;
 }

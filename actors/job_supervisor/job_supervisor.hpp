@@ -26,7 +26,7 @@
 #pragma once
 
 #include "actors/dense_trainer/dense_trainer.hpp"
-#include "actors/node_agent/node_agent.hpp"
+#include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/payload.hpp"
@@ -108,7 +108,8 @@ job_placement job_placement_of(const placement_plan& plan);
 struct job_supervisor_config {
   job_spec spec;                                       // finalised (job_spec_finalize)
   std::function<void(const job_progress&)> observer;   // may be empty
-  std::vector<node_agent_actor> nodes;                 // empty: one in-process agent
+  std::vector<node_agent_actor> nodes;                 // at least one (embedded_job.hpp: one local)
+  bool own_nodes = false;                              // link to `nodes`: they end with the job
   std::vector<std::string> node_names;                 // name of each of `nodes` (cluster)
   job_placement placement;                             // empty lists: everything on nodes[0]
   manifest cluster;                                    // for re-placing after a node loss

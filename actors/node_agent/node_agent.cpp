@@ -1,7 +1,7 @@
 #include "actors/node_agent/node_agent.hpp"
 
-#include "actors/job_supervisor/job_data.hpp"
-#include "actors/job_supervisor/role_configs.hpp"
+#include "runtime/job_data.hpp"
+#include "actors/node_agent/role_configs.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/typed_event_based_actor.hpp>

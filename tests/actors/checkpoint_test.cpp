@@ -1,7 +1,8 @@
 // Consistent checkpoints and resuming from them (actors/job_supervisor/job_checkpoint.hpp), and
 // the restart intensity rule of the job supervisor.
 #include "actors/job_supervisor/job_checkpoint.hpp"
-#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/embedded_job.hpp"
+#include "actors/node_agent/node_agent.hpp"
 #include "actors/job_supervisor/restart_intensity.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
@@ -122,6 +123,7 @@ job_run run_job(job_spec spec, const crash_plan* crash) {
   config.spec = spec;
   if (crash) {
     config.nodes.push_back(spawn_recording_agent(sys, shards));
+    config.own_nodes = true;
     config.observer = [crash, shards, &out](const job_progress& p) {
       if (!out.crashed && shards->size() > crash->shard && crash->when(p)) {
         out.crashed = true;
@@ -129,7 +131,8 @@ job_run run_job(job_spec spec, const crash_plan* crash) {
       }
     };
   }
-  auto sup = spawn_job_supervisor(sys, config);
+  auto sup = config.nodes.empty() ? spawn_embedded_job(sys, config)
+                                  : spawn_job_supervisor(sys, config);
   caf::scoped_actor self{sys};
   self->request(sup, caf::infinite, run_atom::value)
     .receive([&](job_result& r) { out.result = std::move(r); },

@@ -1,6 +1,6 @@
 // The embedded pipeline end to end: staleness 0 reproduces the plain single-threaded loop,
 // replicas stay bit-identical, bounded staleness still learns.
-#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/embedded_job.hpp"
 #include "actors/type_registry.hpp"
 #include "models/reference_trainer.hpp"
 #include "runtime/error.hpp"
@@ -39,7 +39,7 @@ job_result run_job(job_spec spec) {
   caf::actor_system sys{cfg};
   job_supervisor_config config;
   config.spec = spec;
-  auto sup = spawn_job_supervisor(sys, config);
+  auto sup = spawn_embedded_job(sys, config);
   caf::scoped_actor self{sys};
   job_result out;
   self->request(sup, caf::infinite, run_atom::value)

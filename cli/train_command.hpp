@@ -1,7 +1,7 @@
 // `satrap train`: one job, embedded in this process (every role an actor in one CAF system).
 #pragma once
 
-#include "runtime/cli/job_options.hpp"
+#include "cli/job_options.hpp"
 
 #include <CLI/CLI.hpp>
 

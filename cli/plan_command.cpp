@@ -1,4 +1,4 @@
-#include "runtime/cli/plan_command.hpp"
+#include "cli/plan_command.hpp"
 
 #include "runtime/error.hpp"
 #include "runtime/manifest.hpp"

@@ -1,6 +1,6 @@
-#include "runtime/cli/train_command.hpp"
+#include "cli/train_command.hpp"
 
-#include "actors/job_supervisor/job_supervisor.hpp"
+#include "actors/embedded_job.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -120,7 +120,7 @@ int train_command::run() {
   bool tty = isatty(STDERR_FILENO) != 0;
   if (tty)
     jc.observer = show_progress;
-  auto sup = spawn_job_supervisor(sys, jc);
+  auto sup = spawn_embedded_job(sys, jc);
   caf::scoped_actor self{sys};
   int status = 0;
   self->request(sup, caf::infinite, run_atom::value)

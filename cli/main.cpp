@@ -1,9 +1,9 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
-#include "runtime/cli/cluster_commands.hpp"
-#include "runtime/cli/plan_command.hpp"
-#include "runtime/cli/gen_criteo_command.hpp"
-#include "runtime/cli/train_command.hpp"
+#include "cli/cluster_commands.hpp"
+#include "cli/plan_command.hpp"
+#include "cli/gen_criteo_command.hpp"
+#include "cli/train_command.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -1,4 +1,4 @@
-#include "actors/job_supervisor/role_configs.hpp"
+#include "actors/node_agent/role_configs.hpp"
 
 namespace satrap {
 

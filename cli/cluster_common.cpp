@@ -1,4 +1,4 @@
-#include "runtime/cli/cluster_common.hpp"
+#include "cli/cluster_common.hpp"
 
 #include "runtime/error.hpp"
 

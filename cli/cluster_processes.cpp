@@ -1,10 +1,10 @@
 // satrap head, node, up, down; and the subcommand table of the cluster commands.
-#include "runtime/cli/cluster_commands.hpp"
+#include "cli/cluster_commands.hpp"
 
 #include "runtime/actor_meter.hpp"
 
 #include "actors/node_agent/node_agent.hpp"
-#include "runtime/cli/cluster_common.hpp"
+#include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
 #include "runtime/http_server.hpp"
 #include "runtime/log.hpp"

@@ -1,4 +1,4 @@
-#include "runtime/cli/job_options.hpp"
+#include "cli/job_options.hpp"
 
 #include "runtime/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/job_supervisor/job_data.hpp"
+#include "runtime/job_data.hpp"
 
 #include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"

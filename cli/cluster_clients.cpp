@@ -1,7 +1,7 @@
 // satrap submit, jobs, cancel, status: clients of the head's admin actor.
-#include "runtime/cli/cluster_commands.hpp"
+#include "cli/cluster_commands.hpp"
 
-#include "runtime/cli/cluster_common.hpp"
+#include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/scoped_actor.hpp>

@@ -1,7 +1,7 @@
 // `satrap plan --manifest M --job J`: the placement of a job on a cluster, without running it.
 #pragma once
 
-#include "runtime/cli/job_options.hpp"
+#include "cli/job_options.hpp"
 
 #include <CLI/CLI.hpp>
 
