@@ -65,3 +65,61 @@ void running_auc::add(std::span<const float> scores, std::span<const float> labe
 double running_auc::value() const { return auc_exact(scores_, labels_); }
 
 }  // namespace satrap
+
+namespace satrap {
+
+double grouped_auc(std::span<const float> scores, std::span<const float> labels,
+                   std::span<const uint64_t> groups) {
+  assert(scores.size() == labels.size() && groups.size() == scores.size());
+  std::vector<uint32_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return groups[a] < groups[b]; });
+  double weighted = 0.0, weight = 0.0;
+  std::vector<float> s, l;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    s.clear();
+    l.clear();
+    double pos = 0.0;
+    while (j < order.size() && groups[order[j]] == groups[order[i]]) {
+      s.push_back(scores[order[j]]);
+      l.push_back(labels[order[j]]);
+      pos += labels[order[j]] > 0.5f;
+      ++j;
+    }
+    auto n = static_cast<double>(j - i);
+    if (pos > 0.0 && pos < n) {
+      weighted += n * auc_exact(s, l);
+      weight += n;
+    }
+    i = j;
+  }
+  return weight > 0.0 ? weighted / weight : std::nan("");
+}
+
+eval_metrics compute_eval_metrics(std::span<const float> logits, std::span<const float> labels,
+                                  std::span<const uint64_t> groups) {
+  assert(logits.size() == labels.size());
+  eval_metrics m;
+  m.samples = static_cast<int64_t>(logits.size());
+  std::vector<float> scores(logits.size());
+  double prob_sum = 0.0, label_sum = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    scores[i] = sigmoid(logits[i]);
+    prob_sum += scores[i];
+    label_sum += labels[i];
+  }
+  m.auc = auc_exact(scores, labels);
+  m.logloss = logloss_from_logits(logits, labels);
+  auto n = static_cast<double>(logits.size());
+  double p = n > 0 ? label_sum / n : 0.0;
+  double entropy = (p > 0.0 && p < 1.0) ? -(p * std::log(p) + (1.0 - p) * std::log(1.0 - p)) : 0.0;
+  m.ne = entropy > 0.0 ? m.logloss / entropy : std::nan("");
+  m.calibration = label_sum > 0.0 ? prob_sum / label_sum : std::nan("");
+  m.gauc = groups.size() == logits.size() && !groups.empty() ? grouped_auc(scores, labels, groups)
+                                                             : std::nan("");
+  return m;
+}
+
+}  // namespace satrap

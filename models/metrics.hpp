@@ -1,8 +1,10 @@
-// Evaluation metrics: exact AUC (mid-ranks for ties), mean log loss, a windowed running AUC.
+// Evaluation metrics: exact AUC (mid-ranks for ties), mean log loss, NE, calibration, grouped
+// AUC, a windowed running AUC.
 // Threading: free functions are pure; running_auc is not thread-safe (one owner).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -15,6 +17,28 @@ double auc_exact(std::span<const float> scores, std::span<const float> labels);
 
 // Mean binary cross-entropy of sigmoid(logits), computed stably from the logits.
 double logloss_from_logits(std::span<const float> logits, std::span<const float> labels);
+
+// The evaluation metrics of one split. NE is the log loss over the entropy of the base rate
+// (1.0 = no better than predicting the click rate); calibration is the mean predicted probability
+// over the mean label (1.0 = calibrated). GAUC is the AUC of each group (e.g. each user) that has
+// both classes, weighted by the group's samples; NaN when no group has both classes or no groups
+// were given.
+struct eval_metrics {
+  double auc = 0.5;
+  double logloss = 0.0;
+  double ne = 0.0;
+  double calibration = 0.0;
+  double gauc = 0.0;  // NaN without groups
+  int64_t samples = 0;
+};
+
+// Metrics of `logits` against `labels`; `groups` empty (no GAUC) or one group key per sample.
+eval_metrics compute_eval_metrics(std::span<const float> logits, std::span<const float> labels,
+                                  std::span<const uint64_t> groups = {});
+
+// Impression-weighted grouped AUC (see eval_metrics).
+double grouped_auc(std::span<const float> scores, std::span<const float> labels,
+                   std::span<const uint64_t> groups);
 
 // AUC over the last `window` (score, label) pairs.
 class running_auc {

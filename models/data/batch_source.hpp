@@ -10,7 +10,8 @@
 
 namespace satrap {
 
-enum class data_split { train, test };
+// validation: the split a job chooses its model on (never trained on, never the test split).
+enum class data_split { train, test, validation };
 
 class batch_source {
  public:

@@ -3,6 +3,7 @@
 #include "models/data/permutation.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <optional>
@@ -12,7 +13,8 @@ namespace satrap {
 std::unique_ptr<file_source> file_source::open(const std::string& train_dir,
                                                const std::string& test_dir,
                                                const file_source_options& options,
-                                               std::string& error) {
+                                               std::string& error,
+                                               const std::string& validation_dir) {
   std::unique_ptr<file_source> src(new file_source());
   src->options_ = options;
   src->train_ = chunk_store::open(train_dir, error);
@@ -35,6 +37,43 @@ std::unique_ptr<file_source> file_source::open(const std::string& train_dir,
     src->train_view_ = {src->train_.get(), 0, total};
     src->test_view_ = {src->test_.get(), 0, src->test_->samples()};
   }
+  if (!validation_dir.empty()) {
+    src->valid_ = chunk_store::open(validation_dir, error);
+    if (!src->valid_)
+      return nullptr;
+    if (src->valid_->slots() != src->train_->slots()
+        || src->valid_->dense_features() != src->train_->dense_features()) {
+      error = "the validation files' samples differ in shape from the training files'";
+      return nullptr;
+    }
+    src->valid_view_ = {src->valid_.get(), 0, src->valid_->samples()};
+    if (src->valid_view_.count <= 0) {
+      error = "the validation split has no samples (check data.validation_files)";
+      return nullptr;
+    }
+  } else if (options.validation_fraction > 0.0) {
+    auto n = src->train_view_.count;
+    src->carved_rows_ = n;
+    auto words = static_cast<size_t>((n + 63) / 64);
+    src->valid_bits_.assign(words, 0);
+    src->valid_before_.assign(words + 1, 0);
+    const auto threshold = static_cast<uint64_t>(options.validation_fraction * 9007199254740992.0);
+    for (int64_t r = 0; r < n; ++r) {
+      auto h = mix64(mix64(options.seed + 0x7a11da7e) ^ static_cast<uint64_t>(src->train_view_.first + r)) >> 11;
+      if (h < threshold)
+        src->valid_bits_[static_cast<size_t>(r / 64)] |= uint64_t{1} << (r % 64);
+    }
+    for (size_t w = 0; w < words; ++w)
+      src->valid_before_[w + 1] = src->valid_before_[w] + std::popcount(src->valid_bits_[w]);
+    auto v = src->valid_before_[words];
+    src->valid_view_ = {src->train_view_.store, src->train_view_.first, v};
+    src->train_view_.count = n - v;
+    if (v <= 0) {
+      error = "data.validation_fraction " + std::to_string(options.validation_fraction)
+              + " leaves no validation row of " + std::to_string(n) + ": raise it";
+      return nullptr;
+    }
+  }
   if (src->train_view_.count <= 0 || src->test_view_.count <= 0) {
     error = "the " + std::string(src->train_view_.count <= 0 ? "training" : "test")
             + " split has no samples (" + std::to_string(total) + " samples read; check the files, "
@@ -45,7 +84,38 @@ std::unique_ptr<file_source> file_source::open(const std::string& train_dir,
 }
 
 int64_t file_source::samples(data_split split) const {
-  return split == data_split::train ? train_view_.count : test_view_.count;
+  switch (split) {
+    case data_split::train: return train_view_.count;
+    case data_split::test: return test_view_.count;
+    case data_split::validation: return valid_view_.count;
+  }
+  return 0;
+}
+
+bool file_source::is_validation_row(int64_t row) const {
+  auto r = row - train_view_.first;
+  if (valid_bits_.empty() || r < 0 || r >= carved_rows_)
+    return false;
+  return (valid_bits_[static_cast<size_t>(r / 64)] >> (r % 64)) & 1;
+}
+
+int64_t file_source::select(int64_t i, bool ones) const {
+  // Rows of the wanted kind before word w.
+  auto before = [&](size_t w) {
+    return ones ? valid_before_[w] : static_cast<int64_t>(w) * 64 - valid_before_[w];
+  };
+  size_t lo = 0, hi = valid_bits_.size();  // the last word w with before(w) <= i
+  while (hi - lo > 1) {
+    auto mid = (lo + hi) / 2;
+    if (before(mid) <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  auto bits = ones ? valid_bits_[lo] : ~valid_bits_[lo];
+  for (auto k = i - before(lo); k > 0; --k)
+    bits &= bits - 1;  // drop the lowest set bit k times
+  return static_cast<int64_t>(lo) * 64 + std::countr_zero(bits);
 }
 
 namespace {
@@ -87,16 +157,19 @@ void file_source::append_train(int64_t first, int64_t last, batch& b) const {
       }
       i = order.base + static_cast<int64_t>(order.within->at(static_cast<uint64_t>(offset)));
     }
-    train_view_.store->append_sample(train_view_.first + i, b);
-    b.index = i;
+    auto row = valid_bits_.empty() ? i : select(i, false);
+    train_view_.store->append_sample(train_view_.first + row, b);
+    b.index = row;
   }
 }
 
 batch file_source::make_batch(data_split split, int64_t index, int batch_size) const {
-  const auto& view = split == data_split::train ? train_view_ : test_view_;
+  const auto& view = split == data_split::train  ? train_view_
+                    : split == data_split::test ? test_view_
+                                                : valid_view_;
   int64_t first = index * batch_size;
   int64_t last = first + batch_size;
-  if (split == data_split::test)
+  if (split != data_split::train)
     last = std::min(last, view.count);
   assert(first < last);
   batch b;
@@ -109,6 +182,9 @@ batch file_source::make_batch(data_split split, int64_t index, int batch_size) c
   b.labels.reserve(static_cast<size_t>(b.size));
   if (split == data_split::train)
     append_train(first, last, b);
+  else if (split == data_split::validation && !valid_bits_.empty())
+    for (int64_t p = first; p < last; ++p)
+      view.store->append_sample(view.first + select(p, true), b);
   else
     for (int64_t p = first; p < last; ++p)
       view.store->append_sample(view.first + p, b);

@@ -100,7 +100,9 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
   b.probs.resize(batch_size);
   for (size_t k = 0; k < b.offsets.size(); ++k) b.offsets[k] = static_cast<uint32_t>(k * per);
 
-  const uint64_t stream = mix64(options_.seed * golden + (split == data_split::train ? 0x51ed27 : 0x7e57));
+  const uint64_t stream = mix64(options_.seed * golden + (split == data_split::train  ? 0x51ed27
+                                                                   : split == data_split::test ? 0x7e57
+                                                                                               : 0x7a11d));
   std::vector<uint64_t> slot_salt(slots);
   for (int s = 0; s < slots; ++s) slot_salt[s] = mix64(options_.seed ^ mix64(s + 0x3c6ef372fe94f82bULL));
   std::vector<double> u(static_cast<size_t>(slots) * latent);

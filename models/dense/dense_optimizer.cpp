@@ -21,10 +21,15 @@ bool dense_optimizer::set_state(std::span<const float> m, std::span<const float>
   return true;
 }
 
+float dense_optimizer::current_learning_rate() const {
+  return static_cast<float>(options_.learning_rate * lr_factor(options_.schedule, steps_));
+}
+
 void dense_optimizer::step(std::span<float> params, std::span<const float> grads) {
   assert(params.size() == grads.size());
+  const float lr = current_learning_rate();
   ++steps_;
-  const float lr = options_.learning_rate, wd = options_.weight_decay, eps = options_.eps;
+  const float wd = options_.weight_decay, eps = options_.eps;
   const size_t n = params.size();
   switch (options_.kind) {
     case dense_optimizer_kind::sgd:

@@ -2,6 +2,8 @@
 // Threading: not thread-safe; one owner (it holds per-parameter state).
 #pragma once
 
+#include "models/lr_schedule.hpp"
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -18,17 +20,20 @@ struct dense_optimizer_options {
   float beta1 = 0.9f;                                      // Adam first-moment decay
   float beta2 = 0.999f;                                    // Adam second-moment decay
   float weight_decay = 0.0f;                               // L2 coefficient
+  lr_schedule schedule;                                    // learning_rate x lr_factor(step)
 };
 
 class dense_optimizer {
  public:
   dense_optimizer(const dense_optimizer_options& options, size_t params);
-  // One step: sgd: w -= lr*g; adagrad: acc += g*g, w -= lr*g/(sqrt(acc)+eps);
+  // One step with lr = learning_rate x lr_factor(schedule, steps before it): sgd: w -= lr*g; adagrad: acc += g*g, w -= lr*g/(sqrt(acc)+eps);
   // adam: bias-corrected m, v; w -= lr*mhat/(sqrt(vhat)+eps).
   void step(std::span<float> params, std::span<const float> grads);
 
   const dense_optimizer_options& options() const { return options_; }
   int64_t steps() const { return steps_; }
+  // The learning rate of the next step.
+  float current_learning_rate() const;
 
   // Per-parameter state, for checkpoints: m (Adagrad accumulator or Adam first moment; empty for
   // SGD) and v (Adam second moment). set_state checks the sizes and returns false on a mismatch.

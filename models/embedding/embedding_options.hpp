@@ -2,6 +2,8 @@
 // precision, capacity, eviction and admission. Threading: plain values.
 #pragma once
 
+#include "models/lr_schedule.hpp"
+
 #include <cstdint>
 
 namespace satrap {
@@ -21,6 +23,7 @@ struct embedding_options {
   int dim = 16;                                                      // floats per row
   sparse_optimizer_kind optimizer = sparse_optimizer_kind::adagrad;  // sparse optimizer
   float learning_rate = 0.05f;                                       // step size (FTRL: alpha)
+  lr_schedule schedule;  // learning_rate x lr_factor(step of the gradient); FTRL: constant only
   float initial_accumulator = 0.0f;   // Adagrad / row-wise Adagrad / FTRL n start value
   float eps = 1e-8f;                  // Adagrad / Adam denominator guard
   float beta1 = 0.9f;                 // Adam first-moment decay

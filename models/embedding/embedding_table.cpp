@@ -234,6 +234,10 @@ void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
   counters_.lookups += ids.size();
 }
 
+void embedding_table::set_schedule_step(int64_t step) {
+  step_.lr = static_cast<float>(options_.learning_rate * lr_factor(options_.schedule, step));
+}
+
 void embedding_table::update(std::span<const uint64_t> ids, const float* grads) {
   const size_t dim = layout_.dim;
   const bool create = options_.admission == admission_kind::all;

@@ -56,6 +56,8 @@ class embedding_table {
   void peek(std::span<const uint64_t> ids, float* out) const;
   // One optimizer step per id (ids unique; grads already summed), grads: ids.size() x dim.
   void update(std::span<const uint64_t> ids, const float* grads);
+  // The learning rate of the next updates: learning_rate x lr_factor(options().schedule, step).
+  void set_schedule_step(int64_t step);
 
   size_t size() const { return index_.size(); }
   const embedding_options& options() const { return options_; }

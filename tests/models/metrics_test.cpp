@@ -57,3 +57,33 @@ TEST_CASE("running_auc covers only the last window") {
   CHECK(r.count() == 4);
   CHECK(r.value() == doctest::Approx(1.0));
 }
+
+// Hand-computed: logits 0 and ln 3 give probabilities 0.5 and 0.75.
+TEST_CASE("eval metrics: logloss, NE, calibration against a hand-computed case") {
+  const float l3 = std::log(3.0f);
+  std::vector<float> logits{0.0f, l3, l3, 0.0f};
+  std::vector<float> labels{0.0f, 1.0f, 0.0f, 1.0f};
+  auto m = satrap::compute_eval_metrics(logits, labels);
+  // logloss: (ln 2 + ln(4/3) + ln 4 + ln 2) / 4
+  double ll = (std::log(2.0) + std::log(4.0 / 3.0) + std::log(4.0) + std::log(2.0)) / 4.0;
+  CHECK(m.logloss == doctest::Approx(ll).epsilon(1e-6));
+  CHECK(m.ne == doctest::Approx(ll / std::log(2.0)).epsilon(1e-6));  // base rate 0.5: entropy ln 2
+  CHECK(m.calibration == doctest::Approx((0.5 + 0.75 + 0.75 + 0.5) / 2.0).epsilon(1e-6));
+  // AUC: positives (0.75, 0.5) vs negatives (0.5, 0.75): pairs win 1 + 0.5 + 0.5 + 0 = 2 of 4.
+  CHECK(m.auc == doctest::Approx(0.5));
+  CHECK(std::isnan(m.gauc));
+  CHECK(m.samples == 4);
+}
+
+TEST_CASE("grouped AUC: groups with both classes, weighted by their samples") {
+  // Group 1: perfect (auc 1) on 3 samples; group 2: inverted (auc 0) on 2; group 3 has one class.
+  std::vector<float> scores{0.9f, 0.1f, 0.2f, 0.3f, 0.8f, 0.5f};
+  std::vector<float> labels{1.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f};
+  std::vector<uint64_t> groups{1, 1, 1, 2, 2, 3};
+  // group 2: positive 0.8 vs negative 0.3 -> auc 1. Make it inverted:
+  scores[4] = 0.2f;
+  CHECK(satrap::grouped_auc(scores, labels, groups) == doctest::Approx((3.0 * 1.0 + 2.0 * 0.0) / 5.0));
+  std::vector<uint64_t> one_class{1, 1, 1, 1, 1, 1};
+  std::vector<float> all_pos(6, 1.0f);
+  CHECK(std::isnan(satrap::grouped_auc(scores, all_pos, one_class)));
+}
