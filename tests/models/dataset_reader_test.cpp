@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 using namespace satrap;
@@ -232,4 +233,55 @@ TEST_CASE("index_permutation is a bijection for awkward sizes") {
     CHECK(seen.size() == n);
     CHECK(*seen.rbegin() == n - 1);
   }
+}
+
+TEST_CASE("validation_fraction: rows chosen by hash leave the training split, none in both") {
+  scratch s;
+  // 200 rows: (i%10, i%7, i%3) tells the row (Chinese remainder theorem, 210 > 200).
+  auto r = dataset_cache_build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 200))}));
+  file_source_options fo{.shuffle = true, .shuffle_window = 16, .seed = 11, .test_fraction = 0.1,
+                         .validation_fraction = 0.2};
+  auto src = open_source(r, {}, fo);
+  auto train = src->samples(data_split::train), valid = src->samples(data_split::validation);
+  CHECK(src->samples(data_split::test) == 20);
+  CHECK(train + valid == 180);
+  CHECK(valid > 18);  // about 36 of 180
+  CHECK(valid < 60);
+  std::map<std::vector<uint64_t>, int64_t> row_of;
+  auto all = open_source(r, r, {.shuffle = false}).get()->make_batch(data_split::test, 0, 200);
+  REQUIRE(all.size == 200);
+  for (int64_t i = 0; i < 200; ++i)
+    row_of[{all.ids[3 * i], all.ids[3 * i + 1], all.ids[3 * i + 2]}] = i;
+  REQUIRE(row_of.size() == 200);
+  auto rows_of = [&](const batch& b) {
+    std::vector<int64_t> rows;
+    for (int i = 0; i < b.size; ++i)
+      rows.push_back(row_of.at({b.ids[3 * i], b.ids[3 * i + 1], b.ids[3 * i + 2]}));
+    return rows;
+  };
+  std::set<int64_t> train_rows, valid_rows;
+  for (int64_t k = 0; k * 7 < train * 2; ++k)  // two epochs of training batches
+    for (auto row : rows_of(src->make_batch(data_split::train, k, 7)))
+      train_rows.insert(row);
+  for (int64_t k = 0; k * 8 < valid; ++k)
+    for (auto row : rows_of(src->make_batch(data_split::validation, k, 8)))
+      valid_rows.insert(row);
+  CHECK(static_cast<int64_t>(train_rows.size()) == train);
+  CHECK(static_cast<int64_t>(valid_rows.size()) == valid);
+  for (auto row : valid_rows) {
+    CHECK(train_rows.count(row) == 0);
+    CHECK(src->is_validation_row(row));
+    CHECK(row < 180);  // never the test tail
+  }
+  for (auto row : train_rows)
+    CHECK(!src->is_validation_row(row));
+  // Deterministic in the seed; another seed chooses other rows.
+  auto again = open_source(r, {}, fo);
+  CHECK(again->make_batch(data_split::validation, 1, 8).ids == src->make_batch(data_split::validation, 1, 8).ids);
+  fo.seed = 12;
+  auto other = open_source(r, {}, fo);
+  bool differs = false;
+  for (int64_t row = 0; row < 180; ++row)
+    differs |= other->is_validation_row(row) != src->is_validation_row(row);
+  CHECK(differs);
 }
