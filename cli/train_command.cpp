@@ -35,9 +35,14 @@ namespace {
 
 // One line, rewritten in place, while a terminal watches.
 void show_progress(const job_progress& p) {
-  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
+  char validation[96] = "";
+  if (p.validation_step >= 0)
+    std::snprintf(validation, sizeof validation, "  val auc %.4f (best %.4f @%lld)", p.validation_auc,
+                  p.best_validation_auc, static_cast<long long>(p.best_step));
+  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f%s   ",
                static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
-               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc);
+               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc,
+               validation);
   std::fflush(stderr);
 }
 
@@ -52,6 +57,20 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     std::printf("test: auc %.4f  oracle auc %.4f  (gap %.4f)  logloss %.4f  on %lld samples\n",
                 r.test_auc, r.oracle_auc, r.oracle_auc - r.test_auc, r.test_logloss,
                 static_cast<long long>(r.test_samples));
+  std::printf("test: ne %.4f  calibration %.4f", r.test_ne, r.test_calibration);
+  if (!std::isnan(r.test_gauc))
+    std::printf("  gauc %.4f (by slot %d)", r.test_gauc, spec.metrics.group_by);
+  std::printf("\n");
+  if (r.best_step >= 0)
+    std::printf("validation: best auc %.4f  logloss %.4f  at step %lld of %lld trained (%lld planned)%s%s, "
+                "%zu evaluations\n",
+                r.validation_auc, r.validation_logloss, static_cast<long long>(r.best_step),
+                static_cast<long long>(r.steps), static_cast<long long>(r.steps_total),
+                r.stop_reason.empty() ? "" : "; stopped: ", r.stop_reason.c_str(),
+                r.validation_history.size());
+  if (r.target_seconds >= 0)
+    std::printf("target auc %.4f reached after %.1f s and %lld samples\n", spec.training.target_auc,
+                r.target_seconds, static_cast<long long>(r.target_samples));
   if (!r.data_skipped.empty()) {
     int64_t total = 0;
     std::string reasons;
@@ -88,6 +107,24 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     {"batches_replayed", r.batches_replayed},
     {"gradients_lost", r.gradients_lost},
   };
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+  j["test_ne"] = num(r.test_ne);
+  j["test_calibration"] = num(r.test_calibration);
+  j["test_gauc"] = num(r.test_gauc);
+  j["steps"] = r.steps;
+  j["steps_total"] = r.steps_total;
+  nlohmann::json history = nlohmann::json::array();
+  for (auto& h : r.validation_history)
+    history.push_back(nlohmann::json::parse(h));
+  j["validation_history"] = history;
+  j["best_step"] = r.best_step >= 0 ? nlohmann::json(r.best_step) : nlohmann::json();
+  j["validation_auc"] = r.best_step >= 0 ? num(r.validation_auc) : nlohmann::json();
+  j["validation_logloss"] = r.best_step >= 0 ? num(r.validation_logloss) : nlohmann::json();
+  j["validation_gauc"] = r.best_step >= 0 ? num(r.validation_gauc) : nlohmann::json();
+  j["restored_validation_auc"] = num(r.restored_validation_auc);
+  j["stop_reason"] = r.stop_reason.empty() ? nlohmann::json() : nlohmann::json(r.stop_reason);
+  j["target_seconds"] = r.target_seconds >= 0 ? nlohmann::json(r.target_seconds) : nlohmann::json();
+  j["target_samples"] = r.target_samples >= 0 ? nlohmann::json(r.target_samples) : nlohmann::json();
   std::printf("%s\n", j.dump().c_str());
 }
 

@@ -40,5 +40,6 @@ using cut_atom = caf::atom_constant<caf::atom("cut")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
 
 }  // namespace satrap

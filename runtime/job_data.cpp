@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -49,11 +50,18 @@ caf::expected<job_data> open_files(const job_spec& spec) {
       return t.error();
     test = std::move(*t);
   }
-  for (auto* r : {&*train, &test})
+  dataset_cache_result valid;
+  if (!spec.data.validation_files.empty()) {
+    auto v = convert(spec, "validation", spec.data.validation_files);
+    if (!v)
+      return v.error();
+    valid = std::move(*v);
+  }
+  for (auto* r : {&*train, &test, &valid})
     for (auto& [reason, count] : r->stats.skipped)
       out.skipped[reason] += static_cast<int64_t>(count);
   std::string error;
-  auto src = file_source::open(train->dir, test.dir, spec.data.reading, error);
+  auto src = file_source::open(train->dir, test.dir, spec.data.reading, error, valid.dir);
   if (!src)
     return make_error(errc::io_failure, "data: " + error);
   auto& t = spec.training;
@@ -66,9 +74,14 @@ caf::expected<job_data> open_files(const job_spec& spec) {
   }
   auto test_all = (src->samples(data_split::test) + batch - 1) / batch;
   out.test_batches = t.test_batches == 0 ? test_all : std::min(t.test_batches, test_all);
-  spdlog::info("data_opened train_samples={} test_samples={} train_batches={} test_batches={}",
-               src->samples(data_split::train), src->samples(data_split::test),
-               out.train_batches, out.test_batches);
+  auto valid_all = (src->samples(data_split::validation) + batch - 1) / batch;
+  out.validation_batches = t.validation_batches == 0 ? valid_all : std::min(t.validation_batches, valid_all);
+  out.epoch_steps = std::max<int64_t>(1, src->samples(data_split::train) / (batch * trainers));
+  spdlog::info("data_opened train_samples={} validation_samples={} test_samples={} train_batches={} "
+               "validation_batches={} test_batches={}",
+               src->samples(data_split::train), src->samples(data_split::validation),
+               src->samples(data_split::test), out.train_batches, out.validation_batches,
+               out.test_batches);
   out.source = std::move(src);
   return out;
 }
@@ -90,6 +103,8 @@ caf::expected<job_data> job_data_open(const job_spec& spec) {
   out.source = std::make_shared<const synthetic_generator>(spec.data.synthetic);
   out.train_batches = spec.training.train_batches;
   out.test_batches = spec.training.test_batches;
+  out.validation_batches = spec.training.validation_batches;
+  out.epoch_steps = 0;  // an endless stream: no epochs
   return out;
 }
 

@@ -22,6 +22,8 @@ struct job_data {
   std::shared_ptr<const batch_source> source;  // what the loaders read
   int64_t train_batches = 0;                   // the spec's, or epochs x training samples / batch
   int64_t test_batches = 0;                    // the spec's (0: all), at most the whole test split
+  int64_t validation_batches = 0;              // 0: no validation split
+  int64_t epoch_steps = 0;                     // steps (per trainer) in one epoch; 0: endless data
   std::map<std::string, int64_t> skipped;      // lines skipped under on_error skip, by reason
 };
 

@@ -180,6 +180,7 @@ std::string show(T x) {
 
 using dok = dense_optimizer_kind;
 using sok = sparse_optimizer_kind;
+using lsk = lr_schedule_kind;
 constexpr int32_t i32max = std::numeric_limits<int32_t>::max();
 constexpr int64_t i64max = std::numeric_limits<int64_t>::max();
 constexpr uint64_t u64max = std::numeric_limits<uint64_t>::max();
@@ -193,6 +194,10 @@ std::vector<job_field> make_fields() {
     SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.network.dim, 1, 4096),
     SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.network.bottom),
     SATRAP_SIZES_FIELD("model.top", "top", "top (deep) MLP hidden sizes", model.network.top),
+    SATRAP_ENUM_FIELD("model.interaction", "interaction",
+                      "dlrm: dot, cat (raw embeddings to the top MLP) or dot_cat", model.network.interaction,
+                      {"dot", dlrm_interaction::dot}, {"cat", dlrm_interaction::cat},
+                      {"dot_cat", dlrm_interaction::dot_cat}),
     SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers", model.network.cross_layers, 0, 64),
     SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
                       {"sum", pooling::sum}, {"mean", pooling::mean}),
@@ -200,6 +205,18 @@ std::vector<job_field> make_fields() {
                       model.dense.kind, {"sgd", dok::sgd}, {"adagrad", dok::adagrad}, {"adam", dok::adam}),
     SATRAP_REAL_FIELD("model.dense_optimizer.learning_rate", "dense-lr", "dense learning rate",
                       model.dense.learning_rate, 0.0, 100.0),
+    SATRAP_ENUM_FIELD("model.dense_optimizer.schedule.kind", "dense-schedule", "dense learning-rate schedule",
+                      model.dense.schedule.kind, {"constant", lsk::constant}, {"warmup", lsk::warmup},
+                      {"step", lsk::step}, {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
+                      {"inverse_sqrt", lsk::inverse_sqrt}),
+    SATRAP_INT_FIELD("model.dense_optimizer.schedule.warmup_steps", "", "linear warm-up steps (any kind)",
+                     model.dense.schedule.warmup_steps, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("model.dense_optimizer.schedule.decay_steps", "", "step/exponential: period; cosine: length",
+                     model.dense.schedule.decay_steps, int64_t{0}, i64max),
+    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.decay_rate", "", "step/exponential: factor per period",
+                      model.dense.schedule.decay_rate, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.min_factor", "", "cosine: floor, fraction of the base rate",
+                      model.dense.schedule.min_factor, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.weight_decay", "", "dense L2 coefficient",
                       model.dense.weight_decay, 0.0, 100.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.eps", "", "dense optimizer denominator guard",
@@ -213,6 +230,18 @@ std::vector<job_field> make_fields() {
                       {"rowwise_adagrad", sok::rowwise_adagrad}, {"adam", sok::adam}, {"ftrl", sok::ftrl}),
     SATRAP_REAL_FIELD("model.embedding.learning_rate", "embedding-lr", "sparse learning rate",
                       model.embedding.learning_rate, 0.0, 100.0),
+    SATRAP_ENUM_FIELD("model.embedding.schedule.kind", "embedding-schedule", "sparse learning-rate schedule",
+                      model.embedding.schedule.kind, {"constant", lsk::constant}, {"warmup", lsk::warmup},
+                      {"step", lsk::step}, {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
+                      {"inverse_sqrt", lsk::inverse_sqrt}),
+    SATRAP_INT_FIELD("model.embedding.schedule.warmup_steps", "", "linear warm-up steps (any kind)",
+                     model.embedding.schedule.warmup_steps, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("model.embedding.schedule.decay_steps", "", "step/exponential: period; cosine: length",
+                     model.embedding.schedule.decay_steps, int64_t{0}, i64max),
+    SATRAP_REAL_FIELD("model.embedding.schedule.decay_rate", "", "step/exponential: factor per period",
+                      model.embedding.schedule.decay_rate, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.embedding.schedule.min_factor", "", "cosine: floor, fraction of the base rate",
+                      model.embedding.schedule.min_factor, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.embedding.initial_accumulator", "", "Adagrad / FTRL accumulator start",
                       model.embedding.initial_accumulator, 0.0, 100.0),
     SATRAP_REAL_FIELD("model.embedding.eps", "", "Adagrad / Adam denominator guard",
@@ -264,6 +293,12 @@ std::vector<job_field> make_fields() {
                       data.train_files),
     SATRAP_LIST_FIELD("data.test_files", "test-files", "test data files; none: hold out data.test_fraction",
                       data.test_files),
+    SATRAP_LIST_FIELD("data.validation_files", "validation-files",
+                      "validation data files (model choice, never trained on); none: data.validation_fraction",
+                      data.validation_files),
+    SATRAP_REAL_FIELD("data.validation_fraction", "validation-fraction",
+                      "without validation files: this fraction of training rows (by a hash of row and data.seed) validates",
+                      data.reading.validation_fraction, 0.0, 0.9),
     SATRAP_REAL_FIELD("data.test_fraction", "", "without test files: the tail of the training data held out",
                       data.reading.test_fraction, 0.0, 0.99),
     SATRAP_INT_FIELD("data.slots", "", "libsvm by position / libffm: sparse slots per sample",
@@ -323,6 +358,28 @@ std::vector<job_field> make_fields() {
     SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
     SATRAP_INT_FIELD("training.progress_every", "", "steps between progress reports",
                      training.progress_every, 1, i32max),
+    SATRAP_INT_FIELD("training.eval_every", "eval-every",
+                     "steps between validation evaluations (0: each epoch; synthetic: at the end)",
+                     training.eval_every, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("training.validation_batches", "validation-batches",
+                     "file data: validation batches at most (0: all); synthetic: the validation stream (0: none)",
+                     training.validation_batches, int64_t{0}, i64max),
+    SATRAP_ENUM_FIELD("training.early_stopping.metric", "early-stopping-metric",
+                      "early stopping: the validation metric", training.early_stopping.metric,
+                      {"auc", stop_metric::auc}, {"logloss", stop_metric::logloss}),
+    SATRAP_INT_FIELD("training.early_stopping.patience", "early-stopping-patience",
+                     "stop after this many evaluations without improvement, restore the best model (0: off)",
+                     training.early_stopping.patience, 0, i32max),
+    SATRAP_REAL_FIELD("training.early_stopping.min_delta", "",
+                      "early stopping: the smallest improvement that counts", training.early_stopping.min_delta,
+                      0.0, 1.0),
+    SATRAP_REAL_FIELD("training.target_auc", "target-auc",
+                      "stop once validation AUC reaches this (0: off)", training.target_auc, 0.0, 1.0),
+    SATRAP_STRING_FIELD("training.history_file", "history-file",
+                        "validation history as JSON lines (\"\": none)", training.history_file),
+    SATRAP_INT_FIELD("metrics.group_by", "group-by",
+                     "slot whose first id groups the grouped AUC, e.g. the user (-1: none)",
+                     metrics.group_by, -1, 1023),
     SATRAP_INT_FIELD("placement.shards", "shards", "embedding shards", placement.shards, 1, 4096),
     SATRAP_INT_FIELD("placement.aggregators", "aggregators", "gradient aggregators",
                      placement.aggregators, 1, 4096),
@@ -437,7 +494,7 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
     return make_error(errc::io_failure, path + ": cannot open job file");
   std::stringstream ss;
   ss << in.rdbuf();
-  auto train = spec.data.train_files, test = spec.data.test_files;
+  auto train = spec.data.train_files, test = spec.data.test_files, valid = spec.data.validation_files;
   auto cache = spec.data.cache_dir;
   auto ckpt = spec.checkpoint.dir, resume = spec.checkpoint.resume_from;
   if (auto err = job_spec_load_text(ss.str(), path, spec))
@@ -445,7 +502,8 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
   // runs from anywhere.
   auto folder = std::filesystem::absolute(path).parent_path();
-  for (auto [files, before] : {std::pair{&spec.data.train_files, &train}, {&spec.data.test_files, &test}})
+  for (auto [files, before] : {std::pair{&spec.data.train_files, &train}, {&spec.data.test_files, &test},
+                               {&spec.data.validation_files, &valid}})
     if (*files != *before)
       for (auto& f : *files)
         if (std::filesystem::path(f).is_relative())
@@ -457,6 +515,9 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
                            {&spec.checkpoint.resume_from, &resume}})
     if (*d != *before && !d->empty() && std::filesystem::path(*d).is_relative())
       *d = (folder / *d).lexically_normal().string();
+  auto& history = spec.training.history_file;
+  if (!history.empty() && std::filesystem::path(history).is_relative())
+    history = (folder / history).lexically_normal().string();
   return caf::none;
 }
 
@@ -513,7 +574,38 @@ caf::error job_spec_finalize(job_spec& spec) {
                "checkpoint.every_seconds is set");
   if (spec.model.network.bottom.empty() && spec.model.network.dense_features != spec.model.network.dim)
     return bad("model.bottom: expected at least one layer");
+  for (auto [s, what] : {std::pair{&spec.model.dense.schedule, "model.dense_optimizer.schedule"},
+                         {&spec.model.embedding.schedule, "model.embedding.schedule"}})
+    if (auto want = lr_schedule_check(*s, what); !want.empty())
+      return bad(want);
+  if (spec.model.embedding.optimizer == sok::ftrl
+      && (spec.model.embedding.schedule.kind != lsk::constant || spec.model.embedding.schedule.warmup_steps > 0))
+    return bad("model.embedding.schedule: FTRL keeps per-coordinate rates of its own; expected kind "
+               "constant without warm-up for optimizer ftrl");
+  auto& d = spec.data;
+  if (!d.validation_files.empty() && d.reading.validation_fraction > 0.0)
+    return bad("data.validation_fraction: expected 0 when data.validation_files is given (one "
+               "validation split)");
+  if (d.source == "synthetic" && (!d.validation_files.empty() || d.reading.validation_fraction > 0.0))
+    return bad("data.validation_files / data.validation_fraction: synthetic data has a validation "
+               "stream instead: set training.validation_batches");
+  auto& t = spec.training;
+  if ((t.early_stopping.patience > 0 || t.target_auc > 0.0) && !job_has_validation(spec))
+    return bad(std::string(t.early_stopping.patience > 0 ? "training.early_stopping.patience"
+                                                         : "training.target_auc")
+               + ": expected a validation split: data.validation_files or data.validation_fraction "
+                 "(file data), training.validation_batches (synthetic data)");
+  if (spec.metrics.group_by >= spec.model.network.slots)
+    return bad("metrics.group_by: expected a slot below " + std::to_string(spec.model.network.slots)
+               + ", got " + std::to_string(spec.metrics.group_by));
   return caf::none;
+}
+
+bool job_has_validation(const job_spec& spec) {
+  auto& d = spec.data;
+  if (d.source == "synthetic")
+    return spec.training.validation_batches > 0;
+  return !d.validation_files.empty() || d.reading.validation_fraction > 0.0;
 }
 
 std::string job_spec_to_yaml(const job_spec& spec) {

@@ -37,6 +37,7 @@ struct data_spec {
   // from a job file are made absolute against its folder; from flags, relative to the working one.
   std::vector<std::string> train_files; // paths or globs of the training data
   std::vector<std::string> test_files;  // paths or globs; empty: hold out reading.test_fraction
+  std::vector<std::string> validation_files;  // paths or globs; empty: reading.validation_fraction
   text_format_options format;           // slots and field_starts (the format follows `source`)
   on_error_policy on_error = on_error_policy::fail;  // a bad line stops the job, or is skipped and counted
   file_source_options reading;          // shuffle, shuffle window, shuffle seed, held-out fraction
@@ -47,6 +48,15 @@ struct data_spec {
 // Where the dense network runs: on the CPU (BLAS), or on a CUDA device (models/cuda/; DLRM only).
 enum class dense_device { cpu, cuda };
 
+// Early stopping on the validation split: stop after `patience` evaluations without an
+// improvement of at least min_delta, then restore the best evaluated model for the test.
+enum class stop_metric { auc, logloss };
+struct early_stopping_spec {
+  stop_metric metric = stop_metric::auc;
+  int32_t patience = 0;                 // evaluations without improvement; 0: off
+  double min_delta = 0.0;               // the smallest change that counts as an improvement
+};
+
 struct training_spec {
   int32_t batch_size = 512;             // samples per batch (per trainer)
   int64_t train_batches = 4000;         // training batches in all (split among the trainers)
@@ -56,6 +66,18 @@ struct training_spec {
   dense_device device = dense_device::cpu;  // where the dense trainers compute
   uint64_t seed = 7;                    // dense model initialisation
   int32_t progress_every = 20;          // steps between progress reports from each trainer
+  // Validation while training (needs a validation split: data.validation_files or
+  // data.validation_fraction, or synthetic data with validation_batches > 0).
+  int64_t eval_every = 0;               // steps (per trainer) between evaluations; 0: each epoch
+  int64_t validation_batches = 0;       // file data: at most this many (0: all); synthetic: the stream
+  early_stopping_spec early_stopping;
+  double target_auc = 0.0;              // stop once validation AUC reaches it; 0: off
+  std::string history_file;             // validation history as JSON lines; "": none
+};
+
+// Evaluation metrics.
+struct metrics_spec {
+  int32_t group_by = -1;                // slot whose id groups the grouped AUC (e.g. the user); -1: none
 };
 
 struct placement_spec {
@@ -95,7 +117,11 @@ struct job_spec {
   placement_spec placement;
   checkpoint_spec checkpoint;
   supervision_spec supervision;
+  metrics_spec metrics;
 };
+
+// Whether the job evaluates a validation split while it trains.
+bool job_has_validation(const job_spec& spec);
 
 // The defaults of `satrap train`: the tuned defaults of the reference run.
 job_spec job_spec_defaults();

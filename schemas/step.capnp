@@ -8,7 +8,7 @@
 
 $import "/capnp/c++.capnp".namespace("satrap::schema");
 
-enum Split { train @0; test @1; }
+enum Split { train @0; test @1; validation @2; }
 
 # data_loader -> gradient_aggregator: the categorical part of one batch.
 struct IdBatch {
@@ -29,6 +29,7 @@ struct DenseBatch {
   dense @4 :Data;         # float32[size*denseFeatures]
   labels @5 :Data;        # float32[size]
   probs @6 :Data;         # float32[size]: the teacher's probabilities (synthetic data), else empty
+  groups @7 :Data;        # uint64[size]: evaluation splits with metrics.group_by: the group's id, else empty
 }
 
 # gradient_aggregator -> embedding_shard: the rows wanted.
@@ -101,4 +102,5 @@ struct EvalResult {
   logits @0 :Data;        # float32[n]
   labels @1 :Data;        # float32[n]
   probs @2 :Data;         # float32[n] (empty when the data has no teacher)
+  groups @3 :Data;        # uint64[n] (empty without metrics.group_by)
 }

@@ -155,6 +155,10 @@ void try_start(self_ptr self) {
           j->batches_replayed = res.batches_replayed;
           j->checkpoints = res.checkpoints;
           j->gradients_lost = res.gradients_lost;
+          if (res.best_step >= 0) {
+            j->best_step = res.best_step;
+            j->best_validation_auc = res.validation_auc;
+          }
         }
         job_end(self, id, "SUCCEEDED", "");
       },
@@ -226,6 +230,13 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   j->batches_replayed = p.batches_replayed;
   j->checkpoints = p.checkpoints;
   j->checkpoint_step = p.checkpoint_step;
+  if (p.validation_step >= 0) {
+    j->validation_step = p.validation_step;
+    j->validation_auc = p.validation_auc;
+    j->validation_logloss = p.validation_logloss;
+    j->best_step = p.best_step;
+    j->best_validation_auc = p.best_validation_auc;
+  }
   if (!p.last_failure.empty())
     j->last_failure = p.last_failure;
 }

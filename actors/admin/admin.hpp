@@ -69,6 +69,11 @@ struct job_record {
   int64_t checkpoint_step = -1;   // step of the newest
   int64_t gradients_lost = 0;     // gradient rows the stores dropped (not admitted)
   std::string last_failure;       // why the newest restart happened
+  int64_t validation_step = -1;   // the latest validation (-1: none yet)
+  double validation_auc = -1;     // its AUC and log loss (-1: none)
+  double validation_logloss = -1;
+  int64_t best_step = -1;         // the best validation's step
+  double best_validation_auc = -1;
   std::string spec_yaml;
 };
 
@@ -78,14 +83,16 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
            x.started_ms, x.ended_ms, x.steps, x.steps_total, x.samples, x.samples_per_sec, x.loss,
            x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.restarts,
            x.batches_replayed, x.checkpoints, x.checkpoint_step, x.gradients_lost, x.last_failure,
-           x.spec_yaml);
+           x.validation_step, x.validation_auc, x.validation_logloss, x.best_step,
+           x.best_validation_auc, x.spec_yaml);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("job_progress"), x.steps, x.steps_total, x.samples,
            x.samples_per_sec, x.loss, x.running_auc, x.restarts, x.batches_replayed, x.checkpoints,
-           x.checkpoint_step, x.last_failure);
+           x.checkpoint_step, x.last_failure, x.validation_step, x.validation_auc,
+           x.validation_logloss, x.best_step, x.best_validation_auc);
 }
 
 bool job_state_final(const std::string& state);

@@ -127,6 +127,18 @@ std::string render_metrics(const admin_state& st) {
   gauge("satrap_job_running_auc", "AUC over recent training predictions, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_running_auc{job=\"" << j.id << "\"} " << j.running_auc << "\n";
+  gauge("satrap_job_validation_auc", "AUC on the validation split at the latest validation, per job.");
+  for (auto& j : st.jobs)
+    if (j.validation_step >= 0)
+      os << "satrap_job_validation_auc{job=\"" << j.id << "\"} " << j.validation_auc << "\n";
+  gauge("satrap_job_validation_logloss", "Log loss on the validation split at the latest validation, per job.");
+  for (auto& j : st.jobs)
+    if (j.validation_step >= 0)
+      os << "satrap_job_validation_logloss{job=\"" << j.id << "\"} " << j.validation_logloss << "\n";
+  gauge("satrap_job_best_validation_auc", "The best validation AUC so far, per job.");
+  for (auto& j : st.jobs)
+    if (j.best_step >= 0)
+      os << "satrap_job_best_validation_auc{job=\"" << j.id << "\"} " << j.best_validation_auc << "\n";
   // Supervision: recoveries and what they cost (actors/job_supervisor/job_supervisor.hpp).
   struct per_job { const char* name; const char* help; int64_t job_record::*field; };
   for (auto [name, help, field] :

@@ -43,6 +43,11 @@ job_record from_json(const nlohmann::json& o) {
   j.checkpoint_step = o.value("checkpoint_step", int64_t{-1});
   j.gradients_lost = o.value("gradients_lost", int64_t{0});
   j.last_failure = o.value("last_failure", "");
+  j.validation_step = o.value("validation_step", int64_t{-1});
+  j.validation_auc = result_of(o, "validation_auc");
+  j.validation_logloss = result_of(o, "validation_logloss");
+  j.best_step = o.value("best_step", int64_t{-1});
+  j.best_validation_auc = result_of(o, "best_validation_auc");
   j.spec_yaml = o.value("spec_yaml", "");
   return j;
 }
@@ -98,6 +103,11 @@ nlohmann::json job_record_json(const job_record& j) {
           {"checkpoint_step", j.checkpoint_step},
           {"gradients_lost", j.gradients_lost},
           {"last_failure", j.last_failure},
+          {"validation_step", j.validation_step},
+          {"validation_auc", result(j.validation_auc)},
+          {"validation_logloss", result(j.validation_logloss)},
+          {"best_step", j.best_step},
+          {"best_validation_auc", result(j.best_validation_auc)},
           {"test_logloss", result(j.test_logloss)}};
 }
 

@@ -19,7 +19,7 @@ struct loader_state {
 };
 
 schema::Split schema_split(int8_t split) {
-  return split == 0 ? schema::Split::TRAIN : schema::Split::TEST;
+  return split == 0 ? schema::Split::TRAIN : split == 1 ? schema::Split::TEST : schema::Split::VALIDATION;
 }
 
 capnp_payload make_id_batch(const batch& b, int8_t split) {
@@ -34,7 +34,18 @@ capnp_payload make_id_batch(const batch& b, int8_t split) {
   return payload_encode(mb);
 }
 
-capnp_payload make_dense_batch(const batch& b, int8_t split) {
+// Per sample, the first id of slot `group_by` (no id: all ones), for grouped AUC.
+std::vector<uint64_t> group_ids(const batch& b, int32_t group_by) {
+  std::vector<uint64_t> g(static_cast<size_t>(b.size), ~uint64_t{0});
+  for (int i = 0; i < b.size; ++i) {
+    auto bag = static_cast<size_t>(i) * static_cast<size_t>(b.slots) + static_cast<size_t>(group_by);
+    if (b.offsets[bag] < b.offsets[bag + 1])
+      g[static_cast<size_t>(i)] = b.ids[b.offsets[bag]];
+  }
+  return g;
+}
+
+capnp_payload make_dense_batch(const batch& b, int8_t split, int32_t group_by) {
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::DenseBatch>();
   out.setBatch(b.index);
@@ -44,6 +55,8 @@ capnp_payload make_dense_batch(const batch& b, int8_t split) {
   out.setDense(data_of(b.dense));
   out.setLabels(data_of(b.labels));
   out.setProbs(data_of(b.probs));
+  if (split != 0 && group_by >= 0 && group_by < b.slots)
+    out.setGroups(data_of(group_ids(b, group_by)));
   return payload_encode(mb);
 }
 
@@ -59,7 +72,7 @@ loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loa
       auto& agg = st.config.aggregators[aggregator_for_batch(index, st.config.aggregators.size())];
       self->send(agg, ids_atom::value, make_id_batch(b, split));
       ++st.batches;
-      return make_dense_batch(b, split);
+      return make_dense_batch(b, split, st.config.group_by);
     },
   };
 }

@@ -38,6 +38,7 @@ struct data_loader_config {
   int32_t batch_size = 512;                             // samples per batch (per trainer)
   std::vector<gradient_aggregator_actor> aggregators;   // every aggregator of the job
   std::string job;                                      // the job's name (status endpoint)
+  int32_t group_by = -1;                                // evaluation batches carry this slot's ids (-1: none)
 };
 
 data_loader_actor spawn_data_loader(caf::actor_system& sys, const data_loader_config& config);

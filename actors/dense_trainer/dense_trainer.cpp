@@ -28,6 +28,19 @@ struct batch_inputs {
   bool ready() const { return dense && pooled; }
 };
 
+// One evaluation pass over a list of batches of one split.
+struct eval_run {
+  data_split split = data_split::test;
+  std::vector<int64_t> batches;
+  size_t next = 0;
+  size_t done = 0;
+  std::map<int64_t, batch_inputs> inputs;
+  std::vector<float> logits, labels, probs;
+  std::vector<uint64_t> groups;
+  std::function<void()> on_done;  // runs once every batch is in
+  capnp_payload result() const;
+};
+
 struct trainer_state {
   dense_trainer_config config;
   std::unique_ptr<dense_model> model;
@@ -53,11 +66,9 @@ struct trainer_state {
   progress_report progress;
   trainer_report report;
   // Evaluation.
-  std::vector<int64_t> eval_batches;  // this trainer's test batches
-  size_t eval_next = 0;
-  size_t eval_done = 0;
-  std::map<int64_t, batch_inputs> eval_inputs;
-  std::vector<float> eval_logits, eval_labels, eval_probs;
+  eval_run test;                      // this trainer's test batches, after the last step
+  bool test_started = false;
+  std::optional<eval_run> validation; // a validation pass at a cut
   meter_handle meter;  // for the status endpoint
   static inline const char* name = "dense_trainer";
 };
@@ -66,7 +77,8 @@ using self_ptr = dense_trainer_actor::stateful_pointer<trainer_state>;
 
 void try_compute(self_ptr self);
 void issue_fetches(self_ptr self);
-void eval_issue(self_ptr self);
+void eval_issue(self_ptr self, eval_run* e);
+void start_test(self_ptr self);
 
 int64_t global_batch(const trainer_state& st, int64_t step) {
   return step * st.config.world + st.config.rank;
@@ -172,7 +184,18 @@ void check_cut(self_ptr self) {
 
 void on_cut(self_ptr self, int64_t next) {
   auto& st = self->state;
+  if (next == stop_at_cut) {  // training ends here: every step before next_compute is applied
+    st.plan.steps = st.next_compute;
+    st.cut = -1;
+    start_test(self);
+    return;
+  }
   st.cut = next;
+  if (st.global_applied == st.plan.steps - 1 && st.next_compute == st.plan.steps
+      && st.cut != st.plan.steps) {
+    start_test(self);
+    return;
+  }
   st.cut_reported = false;
   issue_fetches(self);
   check_cut(self);
@@ -207,8 +230,8 @@ void on_applied(self_ptr self, int64_t step) {
   }
   issue_fetches(self);
   check_cut(self);
-  if (st.global_applied == st.plan.steps - 1)
-    eval_issue(self);
+  if (st.global_applied == st.plan.steps - 1 && st.cut != st.plan.steps)
+    start_test(self);
 }
 
 // Steps the dense optimizer and pushes the embedding gradients of step `next_compute`.
@@ -307,24 +330,19 @@ capnp_payload make_params(const trainer_state& st) {
   return payload_encode(mb);
 }
 
-void eval_finish(self_ptr self) {
-  auto& st = self->state;
+capnp_payload eval_run::result() const {
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::EvalResult>();
-  out.setLogits(data_of(st.eval_logits));
-  out.setLabels(data_of(st.eval_labels));
-  out.setProbs(data_of(st.eval_probs));
-  st.report.rank = st.config.rank;
-  st.report.eval = payload_encode(mb);
-  st.report.params = make_params(st);
-  spdlog::debug("trainer_done rank={} steps={} test_samples={}", st.config.rank, st.next_compute,
-                st.eval_logits.size());
-  st.done->deliver(std::move(st.report));
+  out.setLogits(data_of(logits));
+  out.setLabels(data_of(labels));
+  out.setProbs(data_of(probs));
+  out.setGroups(data_of(groups));
+  return payload_encode(mb);
 }
 
-void eval_batch(self_ptr self, int64_t n) {
+void eval_batch(self_ptr self, eval_run& e, int64_t n) {
   auto& st = self->state;
-  auto& in = st.eval_inputs[n];
+  auto& in = e.inputs[n];
   payload_reader dense_reader(*in.dense);
   payload_reader pooled_reader(*in.pooled);
   auto dense = dense_reader.root<schema::DenseBatch>();
@@ -335,31 +353,75 @@ void eval_batch(self_ptr self, int64_t n) {
                     data_view<float>(pooled.getValues()).data(), st.logits.data());
   auto labels = data_view<float>(dense.getLabels());
   auto probs = data_view<float>(dense.getProbs());
-  st.eval_logits.insert(st.eval_logits.end(), st.logits.begin(), st.logits.end());
-  st.eval_labels.insert(st.eval_labels.end(), labels.begin(), labels.end());
-  st.eval_probs.insert(st.eval_probs.end(), probs.begin(), probs.end());
-  st.eval_inputs.erase(n);
+  auto groups = data_view<uint64_t>(dense.getGroups());
+  e.logits.insert(e.logits.end(), st.logits.begin(), st.logits.end());
+  e.labels.insert(e.labels.end(), labels.begin(), labels.end());
+  e.probs.insert(e.probs.end(), probs.begin(), probs.end());
+  e.groups.insert(e.groups.end(), groups.begin(), groups.end());
+  e.inputs.erase(n);
 }
 
-void eval_issue(self_ptr self) {
+void eval_issue(self_ptr self, eval_run* e) {
   auto& st = self->state;
   if (st.failed)
     return;
-  if (st.eval_done == st.eval_batches.size()) {
-    eval_finish(self);
+  if (e->done == e->batches.size()) {
+    auto done = std::move(e->on_done);
+    e->on_done = nullptr;
+    if (done)
+      done();
     return;
   }
-  auto in_flight = st.eval_next - st.eval_done;
-  while (st.eval_next < st.eval_batches.size()
-         && in_flight < static_cast<size_t>(st.config.eval_window)) {
-    auto n = st.eval_batches[st.eval_next++];
+  auto in_flight = e->next - e->done;
+  while (e->next < e->batches.size() && in_flight < static_cast<size_t>(st.config.eval_window)) {
+    auto n = e->batches[e->next++];
     ++in_flight;
-    fetch_batch(self, &st.eval_inputs, n, n, split_code(data_split::test), [self, n] {
-      eval_batch(self, n);
-      ++self->state.eval_done;
-      eval_issue(self);
+    fetch_batch(self, &e->inputs, n, n, split_code(e->split), [self, e, n] {
+      eval_batch(self, *e, n);
+      ++e->done;
+      eval_issue(self, e);
     });
   }
+}
+
+// The test evaluation after the last step (or a stop at a cut); then `run` is answered.
+void start_test(self_ptr self) {
+  auto& st = self->state;
+  if (st.test_started || st.failed)
+    return;
+  st.test_started = true;
+  st.test.on_done = [self] {
+    auto& st = self->state;
+    st.report.rank = st.config.rank;
+    st.report.eval = st.test.result();
+    st.report.steps = st.next_compute;
+    st.report.params = make_params(st);
+    spdlog::debug("trainer_done rank={} steps={} test_samples={}", st.config.rank,
+                  st.next_compute, st.test.logits.size());
+    st.done->deliver(std::move(st.report));
+  };
+  eval_issue(self, &st.test);
+}
+
+// Validation at a cut: this trainer's share of the first `batches` validation batches.
+caf::typed_response_promise<capnp_payload> on_validate(self_ptr self, int64_t batches) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<capnp_payload>();
+  if (st.validation) {
+    promise.deliver(make_error(errc::invalid_config, "a validation pass is already under way"));
+    return promise;
+  }
+  st.validation.emplace();
+  st.validation->split = data_split::validation;
+  for (int64_t n = st.config.rank; n < batches; n += st.config.world)
+    st.validation->batches.push_back(n);
+  st.validation->on_done = [self, promise]() mutable {
+    auto& st = self->state;
+    promise.deliver(st.validation->result());
+    st.validation.reset();
+  };
+  eval_issue(self, &*st.validation);
+  return promise;
 }
 
 caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_plan& plan) {
@@ -369,13 +431,14 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   st.global_applied = plan.first_step - 1;
   st.cut = plan.cut;
   st.done = self->make_response_promise<trainer_report>();
+  st.test.split = data_split::test;
   for (int64_t t = st.config.rank; t < plan.test_batches; t += st.config.world)
-    st.eval_batches.push_back(t);
+    st.test.batches.push_back(t);
   spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}",
                 st.config.rank, st.config.world, plan.steps, plan.staleness,
                 st.model->params().size());
   if (plan.first_step >= plan.steps)
-    eval_issue(self);
+    start_test(self);
   else
     issue_fetches(self);
   return *st.done;
@@ -415,6 +478,7 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
       return st.next_fetch;
     },
     [self](restore_atom, const capnp_payload& state) { return on_restore(self, state); },
+    [self](eval_atom, int64_t batches) { return on_validate(self, batches); },
     [self](run_atom, const train_plan& plan) { return on_run(self, plan); },
   };
 }

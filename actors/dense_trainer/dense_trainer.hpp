@@ -17,7 +17,13 @@
 // everywhere, the trainer sends a cut_report to the progress sink and waits. `cut(next)` moves the
 // cut on (-1: none) and training continues. `hold()` freezes fetching where it is and answers the
 // next step it would fetch (the supervisor then picks a cut for an on-demand checkpoint).
-// `restore(DenseState)` before `run` loads the model and optimizer state of a checkpoint.
+// `restore(DenseState)` before `run` loads the model and optimizer state of a checkpoint; at a
+// cut it loads a kept best model (early stopping).
+// Validation: `eval(batches)` while the trainer waits at a cut evaluates its share (by rank) of
+// the first `batches` validation batches with the embeddings read-only and answers an
+// EvalResult. The cut step equal to plan.steps holds the trainer after its last step (before the
+// test evaluation) for a final validation. `cut(-2)` ends training at the cut: the trainer
+// evaluates the test batches and answers `run`.
 // Threading: an actor. Requests carry timeouts; a failure fails the run with the reason.
 #pragma once
 
@@ -70,6 +76,9 @@ typename Inspector::result_type inspect(Inspector& f, cut_report& x) {
            x.state);
 }
 
+// cut(kStopAtCut): end training at the cut (see above).
+constexpr int64_t stop_at_cut = -2;
+
 // Sent every few steps to the progress sink (the job supervisor).
 struct progress_report {
   int32_t rank = 0;
@@ -90,13 +99,14 @@ struct trainer_report {
   int64_t samples = 0;              // training samples seen
   std::vector<double> step_losses;  // per step: sum of this trainer's per-sample losses
   capnp_payload eval;               // EvalResult on this trainer's test batches
+  int64_t steps = 0;                // steps trained (less than the plan's when stopped early)
   capnp_payload params;             // DenseParams after the last step
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_report& x) {
   return f(caf::meta::type_name("trainer_report"), x.rank, x.samples, x.step_losses, x.eval,
-           x.params);
+           x.steps, x.params);
 }
 
 using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>,
@@ -109,6 +119,7 @@ using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<cut_atom, int64_t>,                    // the next cut (-1: none)
   caf::replies_to<hold_atom>::with<int64_t>,            // freeze fetching; -> next step to fetch
   caf::replies_to<restore_atom, capnp_payload>::with<int64_t>,  // DenseState -> its step
+  caf::replies_to<eval_atom, int64_t>::with<capnp_payload>,     // validation batches -> EvalResult
   caf::replies_to<run_atom, train_plan>::with<trainer_report>>;
 
 struct dense_trainer_config {

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace satrap {
 
 namespace {
@@ -48,6 +50,9 @@ int64_t shard_update(shard_state& st, const capnp_payload& request) {
   auto grads = data_view<float>(req.getGrads());
   assert(req.getDim() == static_cast<uint32_t>(st.config.embedding.dim));
   assert(grads.size() == ids.size() * req.getDim());
+  auto& sched = st.config.embedding.schedule;
+  if (sched.kind != lr_schedule_kind::constant || sched.warmup_steps > 0)
+    st.table->set_schedule_step(req.getBatch() / std::max(st.config.trainers, 1));
   st.table->update(ids, grads.data());
   st.stats.updates += static_cast<int64_t>(ids.size());
   return static_cast<int64_t>(ids.size());

@@ -73,6 +73,7 @@ struct embedding_shard_config {
   embedding_options embedding;    // rows, initialiser and sparse optimizer
   int32_t shards = 1;             // shards in the job, and
   int32_t partitions = 4096;      // virtual partitions: which ids this shard owns (restore)
+  int32_t trainers = 1;           // trainers in the job: batch n is step n / trainers (schedule)
   std::string job;                // the job's name (status endpoint)
 };
 

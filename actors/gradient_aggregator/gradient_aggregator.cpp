@@ -108,7 +108,7 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
   auto& st = self->state;
   payload_reader reader(msg);
   auto in = reader.root<schema::IdBatch>();
-  auto split = static_cast<int8_t>(in.getSplit() == schema::Split::TRAIN ? 0 : 1);
+  auto split = static_cast<int8_t>(in.getSplit());  // Split: train 0, test 1, validation 2
   auto key = batch_key(in.getBatch(), split);
   auto& b = st.batches[key];
   b.batch = in.getBatch();

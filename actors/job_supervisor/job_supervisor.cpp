@@ -6,7 +6,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 
 namespace satrap {
 
@@ -171,11 +175,14 @@ void on_progress(self_ptr self, const progress_report& r) {
 job_result summarize(supervisor_state& st) {
   job_result r;
   std::vector<float> logits, labels, probs;
+  std::vector<uint64_t> groups;
   auto& spec = st.config.spec;
   auto per_step = static_cast<double>(spec.training.batch_size) * spec.placement.trainers;
   for (auto l : st.committed_losses)
     r.step_losses.push_back(l / per_step);
-  r.samples = st.committed_samples;
+  for (size_t i = 0; i < st.pending_losses.size(); ++i)
+    r.step_losses.push_back(st.pending_losses[i] / per_step);
+  r.samples = st.committed_samples + st.pending_samples;
   auto base = r.step_losses.size();
   for (auto& rep : st.reports) {
     payload_reader reader(rep.eval);
@@ -185,6 +192,9 @@ job_result summarize(supervisor_state& st) {
       auto v = data_view<float>(src);
       dst->insert(dst->end(), v.begin(), v.end());
     }
+    auto g = data_view<uint64_t>(ev.getGroups());
+    groups.insert(groups.end(), g.begin(), g.end());
+    r.steps = std::max(r.steps, rep.steps);
     r.samples += rep.samples;
     r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);
     for (size_t i = 0; i < rep.step_losses.size(); ++i)
@@ -194,9 +204,27 @@ job_result summarize(supervisor_state& st) {
   std::vector<float> scores(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     scores[i] = sigmoid(logits[i]);
-  r.test_auc = auc_exact(scores, labels);
+  auto m = compute_eval_metrics(logits, labels,
+                                groups.size() == labels.size() ? std::span<const uint64_t>(groups)
+                                                               : std::span<const uint64_t>());
+  r.test_auc = m.auc;
   r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
-  r.test_logloss = logloss_from_logits(logits, labels);
+  r.test_logloss = m.logloss;
+  r.test_ne = m.ne;
+  r.test_calibration = m.calibration;
+  r.test_gauc = m.gauc;
+  r.steps_total = st.steps;
+  r.validation_history = st.history;
+  if (st.best_step >= 0) {
+    r.best_step = st.best_step;
+    r.validation_auc = st.best.auc;
+    r.validation_logloss = st.best.logloss;
+    r.validation_gauc = st.best.gauc;
+  }
+  r.stop_reason = st.stop_reason;
+  r.restored_validation_auc = st.restored_validation_auc;
+  r.target_seconds = st.target_seconds;
+  r.target_samples = st.target_samples;
   r.test_samples = static_cast<int64_t>(labels.size());
   r.data_skipped = st.data.skipped;
   r.train_seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
@@ -210,6 +238,10 @@ job_result summarize(supervisor_state& st) {
 
 void finish(self_ptr self) {
   auto& st = self->state;
+  if (!st.best_dir.empty() && st.ckpt_dir.empty()) {  // a temporary best model: not kept
+    std::error_code ec;
+    std::filesystem::remove_all(st.best_dir, ec);
+  }
   std::sort(st.reports.begin(), st.reports.end(),
             [](auto& a, auto& b) { return a.rank < b.rank; });
   auto result = std::make_shared<job_result>(summarize(st));
@@ -246,7 +278,7 @@ void start_training(self_ptr self, uint64_t gen) {
   plan.test_batches = st.data.test_batches;
   plan.staleness = spec.training.staleness;
   plan.first_step = st.last ? st.last->step : 0;
-  plan.cut = next_periodic_cut(st, plan.first_step);
+  plan.cut = next_cut(st, plan.first_step);
   st.cut = plan.cut;
   st.cut_reports.clear();
   st.checkpointing = false;
@@ -307,6 +339,17 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   if (auto err = checkpoint_setup(self)) {
     fail_job(self, err);
     return *st.done;
+  }
+  if (spec.training.early_stopping.patience > 0) {
+    // The best model's embeddings: beside the checkpoints (storage every node sees), or, without
+    // them, under the data cache folder (nodes of one machine).
+    static std::atomic<uint64_t> jobs{0};
+    st.best_dir = !st.ckpt_dir.empty()
+                    ? (std::filesystem::path(st.ckpt_dir) / "best").string()
+                    : (std::filesystem::path(job_data_cache_root(spec.data))
+                       / ("best-" + spec.name + "-" + std::to_string(::getpid()) + "-"
+                          + std::to_string(jobs++)))
+                        .string();
   }
   if (st.config.nodes.empty()) {
     fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));

@@ -37,6 +37,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -57,6 +58,12 @@ struct job_progress {
   int64_t checkpoints = 0;    // checkpoints written
   int64_t checkpoint_step = -1;  // step of the newest one
   std::string last_failure;   // why the newest restart happened
+  // Validation (NaN / -1 before the first one).
+  int64_t validation_step = -1;         // step of the latest validation
+  double validation_auc = std::nan("");       // its AUC
+  double validation_logloss = std::nan("");
+  int64_t best_step = -1;               // step of the best one
+  double best_validation_auc = std::nan("");
 };
 
 struct job_result {
@@ -76,6 +83,23 @@ struct job_result {
   int64_t checkpoints = 0;            // checkpoints written
   int64_t gradients_lost = 0;         // gradient rows the stores dropped (ids not admitted)
   std::vector<std::string> failures;  // the reason of each restart
+  // Test metrics beyond AUC and log loss (NaN when undefined: one class, or no metrics.group_by).
+  double test_ne = 0.0;               // log loss over the entropy of the test click rate
+  double test_calibration = 0.0;      // mean prediction over mean label
+  double test_gauc = 0.0;             // grouped AUC by metrics.group_by
+  // Validation while training (best_step -1: none).
+  int64_t steps = 0;                  // steps trained (per trainer; fewer than planned when stopped)
+  int64_t steps_total = 0;            // steps planned
+  int64_t best_step = -1;             // the step of the model tested (the best validation)
+  double validation_auc = 0.0;        // its validation AUC
+  double validation_logloss = 0.0;
+  double validation_gauc = 0.0;
+  double restored_validation_auc = std::nan("");  // the best model measured again once restored
+                                                  // (NaN: the last model was the best)
+  std::vector<std::string> validation_history;  // one JSON object per validation
+  std::string stop_reason;            // "": ran every step; early_stopping; target_auc
+  double target_seconds = -1.0;       // training.target_auc: time and samples to reach it (-1: not)
+  int64_t target_samples = -1;
 };
 
 template <class Inspector>
@@ -83,7 +107,9 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
            x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
            x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
-           x.gradients_lost, x.failures);
+           x.gradients_lost, x.failures, x.test_ne, x.test_calibration, x.test_gauc, x.steps,
+           x.steps_total, x.best_step, x.validation_auc, x.validation_logloss, x.validation_gauc,
+           x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds, x.target_samples);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace satrap::supervisor {
 
 void begin_cut(self_ptr self);
@@ -39,6 +41,7 @@ caf::error checkpoint_setup(self_ptr self) {
     }
     st.last = m;
     st.sequence = m.sequence;
+    st.snapshot_sequence = m.sequence;
     st.committed_samples = m.samples;
     st.committed_losses = m.step_losses;
     st.progress.checkpoint_step = m.step;
@@ -61,8 +64,11 @@ void on_checkpoint_tick(self_ptr self, uint64_t gen) {
   auto& st = self->state;
   if (gen != st.generation)
     return;
-  if (!st.recovering && st.reports.empty() && !st.checkpointing && !st.trainers.empty())
+  if (!st.recovering && st.reports.empty() && !st.checkpointing && !st.finishing
+      && !st.trainers.empty()) {
+    st.want_checkpoint = true;
     begin_cut(self);
+  }
   self->delayed_send(self, std::chrono::seconds(st.config.spec.checkpoint.every_seconds),
                      checkpoint_atom::value, gen);
 }
@@ -75,6 +81,13 @@ int64_t next_periodic_cut(const supervisor_state& st, int64_t from) {
   return c < st.steps ? c : -1;
 }
 
+int64_t next_cut(const supervisor_state& st, int64_t from) {
+  auto a = next_periodic_cut(st, from), b = next_validation_cut(st, from);
+  if (a < 0)
+    return b;
+  return b < 0 ? a : std::min(a, b);
+}
+
 void release_trainers(self_ptr self, int64_t next) {
   auto& st = self->state;
   st.cut = next;
@@ -85,29 +98,24 @@ void release_trainers(self_ptr self, int64_t next) {
 }
 
 // Every trainer is at the cut: write the shards' files, the dense state and the manifest.
-void write_checkpoint(self_ptr self) {
+void write_checkpoint(self_ptr self, std::function<void()> next) {
   auto& st = self->state;
   auto gen = st.generation;
   auto step = st.cut;
   checkpoint_meta meta;
-  meta.sequence = st.sequence + 1;
+  meta.sequence = std::max(st.sequence, st.snapshot_sequence) + 1;
   meta.step = step;
   meta.embedding_sequence = meta.sequence;
-  meta.full = st.since_full == 0 || st.since_full >= st.config.spec.checkpoint.full_every;
+  // A best-model snapshot since the newest checkpoint moved the tables' snapshot mark: full.
+  meta.full = st.since_full == 0 || st.since_full >= st.config.spec.checkpoint.full_every
+              || st.best_since_checkpoint;
   meta.trainers = static_cast<int32_t>(st.trainers.size());
   meta.shards = static_cast<int32_t>(st.shards.size());
   meta.job = st.config.spec.name;
-  // What the trainers did since the previous cut becomes committed with this checkpoint.
-  auto samples = st.committed_samples;
+  // What the trainers did since the previous checkpoint becomes committed with this one.
+  auto samples = st.committed_samples + st.pending_samples;
   auto losses = st.committed_losses;
-  size_t base = losses.size();
-  for (auto& [rank, r] : st.cut_reports) {
-    samples += r.samples;
-    if (losses.size() < base + r.step_losses.size())
-      losses.resize(base + r.step_losses.size(), 0.0);
-    for (size_t i = 0; i < r.step_losses.size(); ++i)
-      losses[base + i] += r.step_losses[i];
-  }
+  losses.insert(losses.end(), st.pending_losses.begin(), st.pending_losses.end());
   meta.samples = samples;
   meta.step_losses = losses;
   auto state = st.cut_reports.at(0).state;
@@ -118,7 +126,7 @@ void write_checkpoint(self_ptr self) {
   for (auto& s : st.shards)
     self->request(s, std::chrono::minutes(10), snapshot_atom::value, root, meta.sequence, meta.full)
       .then(
-        [=](const shard_snapshot_info& info) mutable {
+        [=, next = std::move(next)](const shard_snapshot_info& info) mutable {
           auto& st = self->state;
           if (gen != st.generation)
             return;
@@ -147,6 +155,10 @@ void write_checkpoint(self_ptr self) {
             return;
           }
           st.sequence = meta.sequence;
+          st.snapshot_sequence = meta.sequence;
+          st.best_since_checkpoint = false;
+          st.pending_samples = 0;
+          st.pending_losses.clear();
           st.since_full = meta.full ? 1 : st.since_full + 1;
           st.committed_samples = meta.samples;
           st.committed_losses = meta.step_losses;
@@ -160,7 +172,7 @@ void write_checkpoint(self_ptr self) {
             p.deliver(step);
           st.on_demand.clear();
           notify(st);
-          release_trainers(self, next_periodic_cut(st, step));
+          next();
         },
         [self, gen, step](const caf::error& e) {
           on_failure(self, gen, "checkpoint at step " + std::to_string(step) + ": " + error_text(e));
@@ -175,7 +187,34 @@ void on_cut(self_ptr self, cut_report& r) {
   if (st.cut_reports.size() < st.trainers.size())
     return;
   st.checkpointing = true;
-  write_checkpoint(self);
+  // What the trainers did since the previous cut: pending until a checkpoint commits it.
+  size_t base = st.pending_losses.size();
+  for (auto& [rank, rep] : st.cut_reports) {
+    st.pending_samples += rep.samples;
+    st.samples_since_eval += rep.samples;
+    if (st.pending_losses.size() < base + rep.step_losses.size())
+      st.pending_losses.resize(base + rep.step_losses.size(), 0.0);
+    for (size_t i = 0; i < rep.step_losses.size(); ++i) {
+      st.pending_losses[base + i] += rep.step_losses[i];
+      st.loss_since_eval += rep.step_losses[i];
+    }
+  }
+  auto c = st.cut;
+  bool checkpoint = !st.ckpt_dir.empty() && (st.want_checkpoint || !st.on_demand.empty()
+                                             || (st.config.spec.checkpoint.every_steps > 0
+                                                 && c % st.config.spec.checkpoint.every_steps == 0
+                                                 && c < st.steps));
+  st.want_checkpoint = false;
+  auto then_checkpoint = [self, checkpoint] {
+    if (checkpoint)
+      write_checkpoint(self, [self] { after_cut(self); });
+    else
+      after_cut(self);
+  };
+  if (is_validation_cut(st, c))
+    validate_at_cut(self, then_checkpoint);
+  else
+    then_checkpoint();
 }
 
 void begin_cut(self_ptr self);
@@ -189,7 +228,7 @@ caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
                                "the job has no checkpoint.dir: nowhere to write a checkpoint"));
     return promise;
   }
-  if (st.trainers.empty() || st.recovering || st.reports.size() > 0) {
+  if (st.trainers.empty() || st.recovering || st.reports.size() > 0 || st.finishing) {
     promise.deliver(make_error(errc::invalid_config,
                                "the job is not training now (starting, recovering or evaluating)"));
     return promise;
@@ -197,6 +236,7 @@ caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self) {
   st.on_demand.push_back(promise);
   if (st.checkpointing || st.on_demand.size() > 1)
     return promise;  // answered by the checkpoint under way or being set up
+  st.want_checkpoint = true;
   begin_cut(self);
   return promise;
 }
@@ -220,7 +260,11 @@ void begin_cut(self_ptr self) {
             for (auto& p : st.on_demand)
               p.deliver(make_error(errc::invalid_config, "the job is finishing its last steps"));
             st.on_demand.clear();
-            release_trainers(self, next_periodic_cut(st, *furthest));
+            // Back to the cut they were heading for (a final validation holds them at the end).
+            st.checkpointing = false;
+            st.want_checkpoint = false;
+            for (auto& t : st.trainers)
+              self->send(t, cut_atom::value, st.cut);
             return;
           }
           // Reports already in for a pending periodic cut at the same step stay valid (a trainer

@@ -121,6 +121,15 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   st.progress.samples = st.committed_samples;
   st.progress.steps = resume;  // progress restarts from the checkpoint
   st.trainer_steps.assign(st.trainer_steps.size(), resume);
+  // Cuts after the checkpoint are trained again; their validations are evaluated again.
+  st.pending_samples = 0;
+  st.pending_losses.clear();
+  st.loss_since_eval = 0.0;
+  st.samples_since_eval = 0;
+  st.want_checkpoint = false;
+  st.stopping = false;
+  st.finishing = false;
+  st.stop_reason.clear();
   spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
                reason, st.progress.restarts, resume, replayed);
   notify(st);

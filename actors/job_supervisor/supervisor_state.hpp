@@ -3,17 +3,20 @@
 //   job_supervisor.cpp         a generation: spawn and wire the actors, restore, train, results
 //   supervisor_checkpoint.cpp  the checkpoint cut protocol (files: job_checkpoint.hpp)
 //   supervisor_recovery.cpp    failures, re-placement on the live nodes, restart intensity
+//   supervisor_validation.cpp  validation at cuts, the best model, early stopping
 // Threading: every function runs inside the supervisor actor.
 #pragma once
 
 #include "actors/job_supervisor/job_checkpoint.hpp"
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "actors/job_supervisor/restart_intensity.hpp"
+#include "models/metrics.hpp"
 #include "runtime/job_data.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -60,6 +63,30 @@ struct supervisor_state {
   int64_t committed_samples = 0;           // up to the newest cut
   std::vector<double> committed_losses;    // per step up to the newest cut, summed over trainers
   std::vector<caf::typed_response_promise<int64_t>> on_demand;  // checkpoint() callers waiting
+  bool want_checkpoint = false;            // the cut under way writes a checkpoint (on demand, timed)
+  uint64_t snapshot_sequence = 0;          // newest embedding snapshot sequence (checkpoints and best)
+  // Trained since the newest checkpoint, up to the newest cut (validation cuts write nothing).
+  int64_t pending_samples = 0;
+  std::vector<double> pending_losses;      // per step, summed over trainers
+  // Validation (supervisor_validation.cpp).
+  double loss_since_eval = 0.0;            // training loss sum since the previous validation
+  int64_t samples_since_eval = 0;
+  std::vector<std::string> history;        // validation points, JSON objects
+  std::optional<eval_metrics> last_validation;
+  int64_t last_validation_step = -1;
+  int64_t best_step = -1;                  // step of the best validation so far
+  eval_metrics best;                       // its metrics
+  capnp_payload best_dense;                // its DenseState (in memory)
+  std::string best_dir;                    // its embeddings: a full snapshot under this root
+  uint64_t best_snapshot = 0;              // the snapshot's sequence (0: none)
+  bool best_since_checkpoint = false;      // a best snapshot since the newest checkpoint (next is full)
+  int32_t since_best = 0;                  // evaluations since the best
+  double restored_validation_auc = std::nan("");  // the restored best model, measured again
+  bool stopping = false;                   // training ends at this cut
+  bool finishing = false;                  // the trainers are told to end: no more cuts
+  std::string stop_reason;                 // early_stopping, target_auc
+  double target_seconds = -1.0;            // when validation AUC first reached training.target_auc
+  int64_t target_samples = -1;
   static inline const char* name = "job_supervisor";
 };
 
@@ -81,6 +108,23 @@ int64_t next_periodic_cut(const supervisor_state& st, int64_t from);
 void on_cut(self_ptr self, cut_report& r);
 caf::typed_response_promise<int64_t> on_checkpoint(self_ptr self);
 void on_checkpoint_tick(self_ptr self, uint64_t gen);
+// The next cut after step `from` (a periodic checkpoint or a validation), or -1.
+int64_t next_cut(const supervisor_state& st, int64_t from);
+// Writes a checkpoint at the cut, then runs `next`.
+void write_checkpoint(self_ptr self, std::function<void()> next);
+// Sends every trainer the next cut.
+void release_trainers(self_ptr self, int64_t next);
+
+// ---- supervisor_validation.cpp: validation, the best model, early stopping ------------------
+
+// Whether step `c` is a validation point.
+bool is_validation_cut(const supervisor_state& st, int64_t c);
+// The next validation point after `from`, or -1.
+int64_t next_validation_cut(const supervisor_state& st, int64_t from);
+// At a validation cut: evaluate, record, keep the best, decide whether to stop; then `next`.
+void validate_at_cut(self_ptr self, std::function<void()> next);
+// After a cut: go on to the next one, or (stopping) restore the best model and end training.
+void after_cut(self_ptr self);
 
 // ---- supervisor_recovery.cpp: failure and recovery ------------------------------------------
 

@@ -77,7 +77,7 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
           it = st.data.emplace(yaml, std::move(*data)).first;
         }
         data_loader_config c{index, it->second.source, (*spec)->training.batch_size,
-                             std::move(aggs), (*spec)->name};
+                             std::move(aggs), (*spec)->name, (*spec)->metrics.group_by};
         auto h = spawn_data_loader(self->system(), c);
         log_spawn(self, "data_loader", index);
         return h;

@@ -8,6 +8,7 @@ embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
   c.embedding = spec.model.embedding;
   c.shards = spec.placement.shards;
   c.partitions = spec.placement.partitions;
+  c.trainers = spec.placement.trainers;
   c.job = spec.name;
   return c;
 }

@@ -2,6 +2,7 @@
 #include <cassert>
 
 #include "models/dense/bce.hpp"
+#include "models/dense/concat.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/mlp.hpp"
 #include "models/dense/model_zoo.hpp"
@@ -20,7 +21,7 @@ class dlrm final : public dense_model {
   dlrm(const dense_model_config& config, uint64_t seed)
       : config_(config),
         bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
-        top_(interaction_output_size(config.slots, config.dim), with_last(config.top, 1), false) {
+        top_(dlrm_top_input(config), with_last(config.top, 1), false) {
     params_.resize(bottom_.param_count() + top_.param_count());
     grads_.resize(params_.size());
     bottom_.init(params_.data(), seed);
@@ -46,8 +47,26 @@ class dlrm final : public dense_model {
     top_.backward(batch, top_params(), dlogits_.data(), grads_.data() + bottom_.param_count(),
                   dz_.data());
     dx_.resize(static_cast<size_t>(batch) * config_.dim);
-    interaction_backward(batch, config_.slots, config_.dim, x_, pooled, dz_.data(), dx_.data(),
-                         pooled_grad);
+    const int dim = config_.dim, slots = config_.slots;
+    const size_t emb = static_cast<size_t>(slots) * dim;
+    switch (config_.interaction) {
+      case dlrm_interaction::dot:
+        interaction_backward(batch, slots, dim, x_, pooled, dz_.data(), dx_.data(), pooled_grad);
+        break;
+      case dlrm_interaction::cat:
+        split_rows(batch, dim, dx_.data(), static_cast<int>(emb), pooled_grad, dz_.data());
+        break;
+      case dlrm_interaction::dot_cat: {
+        const int dots = interaction_output_size(slots, dim);
+        dzi_.resize(static_cast<size_t>(batch) * dots);
+        demb_.resize(static_cast<size_t>(batch) * emb);
+        split_rows(batch, dots, dzi_.data(), static_cast<int>(emb), demb_.data(), dz_.data());
+        interaction_backward(batch, slots, dim, x_, pooled, dzi_.data(), dx_.data(), pooled_grad);
+        for (size_t i = 0; i < demb_.size(); ++i)
+          pooled_grad[i] += demb_[i];
+        break;
+      }
+    }
     bottom_.backward(batch, params_.data(), dx_.data(), grads_.data(), nullptr);
     return loss;
   }
@@ -59,7 +78,23 @@ class dlrm final : public dense_model {
     assert(batch > 0);
     x_ = bottom_.forward(batch, params_.data(), dense);
     z_.resize(static_cast<size_t>(batch) * top_.in());
-    interaction_forward(batch, config_.slots, config_.dim, x_, pooled, z_.data());
+    const int dim = config_.dim, slots = config_.slots;
+    const int emb = slots * dim;
+    switch (config_.interaction) {
+      case dlrm_interaction::dot:
+        interaction_forward(batch, slots, dim, x_, pooled, z_.data());
+        break;
+      case dlrm_interaction::cat:
+        concat_rows(batch, dim, x_, emb, pooled, z_.data());
+        break;
+      case dlrm_interaction::dot_cat: {
+        const int dots = interaction_output_size(slots, dim);
+        zi_.resize(static_cast<size_t>(batch) * dots);
+        interaction_forward(batch, slots, dim, x_, pooled, zi_.data());
+        concat_rows(batch, dots, zi_.data(), emb, pooled, z_.data());
+        break;
+      }
+    }
     return top_.forward(batch, top_params(), z_.data());
   }
 
@@ -69,10 +104,19 @@ class dlrm final : public dense_model {
   std::vector<float> params_;
   std::vector<float> grads_;
   const float* x_ = nullptr;  // bottom output, owned by bottom_
-  std::vector<float> z_, dz_, dx_, dlogits_;
+  std::vector<float> z_, dz_, dx_, dlogits_, zi_, dzi_, demb_;
 };
 
 }  // namespace
+
+int dlrm_top_input(const dense_model_config& c) {
+  switch (c.interaction) {
+    case dlrm_interaction::dot: return interaction_output_size(c.slots, c.dim);
+    case dlrm_interaction::cat: return (c.slots + 1) * c.dim;
+    case dlrm_interaction::dot_cat: return interaction_output_size(c.slots, c.dim) + c.slots * c.dim;
+  }
+  return 0;
+}
 
 std::unique_ptr<dense_model> make_dlrm(const dense_model_config& config, uint64_t seed) {
   return std::make_unique<dlrm>(config, seed);

@@ -38,7 +38,7 @@ uint64_t dense_model_param_count(const dense_model_config& c) {
   const int fields = (c.slots + 1) * c.dim;  // [bottom(dense), e_1..e_slots]
   switch (c.type) {
     case dense_model_type::dlrm:
-      mlp(interaction_output_size(c.slots, c.dim), c.top, 1);
+      mlp(dlrm_top_input(c), c.top, 1);
       break;
     case dense_model_type::dcn_v2:
       for (int l = 0; l < c.cross_layers; ++l) linear(fields, fields);

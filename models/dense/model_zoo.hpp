@@ -14,6 +14,10 @@ namespace satrap {
 
 enum class dense_model_type { dlrm, dcn_v2, deepfm, wide_deep };
 
+// DLRM's interaction: dot = [x, pairwise dots]; cat = [x, e_1..e_slots] (no dots); dot_cat =
+// [x, pairwise dots, e_1..e_slots] (the raw field embeddings beside the dots).
+enum class dlrm_interaction { dot, cat, dot_cat };
+
 // Shape of a dense network. Every model has the bottom tower (dense features -> dim, like an
 // embedding) and a deep MLP over its own input whose last layer outputs the one logit.
 struct dense_model_config {
@@ -24,7 +28,11 @@ struct dense_model_config {
   std::vector<int> bottom = {32};  // hidden sizes of the bottom MLP; a last layer outputs `dim` (no activation after it)
   std::vector<int> top = {64, 32}; // hidden sizes of the top / deep MLP; a last layer outputs 1 logit
   int cross_layers = 3;            // DCN-v2: full-rank cross layers before the deep MLP
+  dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
 };
+
+// The DLRM top MLP's input size for this config.
+int dlrm_top_input(const dense_model_config& config);
 
 // "dlrm", "dcn_v2", "deepfm", "wide_deep".
 const char* dense_model_type_name(dense_model_type type);

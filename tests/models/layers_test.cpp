@@ -174,6 +174,23 @@ TEST_CASE("dlrm forward_backward: param grads and pooled_grad match finite diffe
   check_model_gradients(small_config(dense_model_type::dlrm), 3);
 }
 
+TEST_CASE("dlrm interactions cat and dot_cat: gradients match finite differences, sizes add up") {
+  for (auto kind : {dlrm_interaction::cat, dlrm_interaction::dot_cat}) {
+    auto config = small_config(dense_model_type::dlrm);
+    config.interaction = kind;
+    CAPTURE(static_cast<int>(kind));
+    check_model_gradients(config, 8);
+    auto model = make_dense_model(config, 1);
+    CHECK(model->params().size() == dense_model_param_count(config));
+  }
+  auto c = small_config(dense_model_type::dlrm);
+  CHECK(dlrm_top_input(c) == 4 + 6);          // x + 4*3/2 dots
+  c.interaction = dlrm_interaction::cat;
+  CHECK(dlrm_top_input(c) == 4 * 4);          // x, e1..e3
+  c.interaction = dlrm_interaction::dot_cat;
+  CHECK(dlrm_top_input(c) == 4 + 6 + 3 * 4);
+}
+
 TEST_CASE("dcn_v2 forward_backward: param grads and pooled_grad match finite differences") {
   check_model_gradients(small_config(dense_model_type::dcn_v2), 4);
   auto no_cross = small_config(dense_model_type::dcn_v2);

@@ -137,3 +137,51 @@ TEST_CASE("the printed spec loads back to the same spec") {
   REQUIRE_MESSAGE(!err, error_text(err) << "\n" << yaml);
   CHECK(job_spec_to_yaml(back) == yaml);
 }
+
+TEST_CASE("validation, early stopping and schedule keys: set from a file, checked together") {
+  auto spec = job_spec_defaults();
+  auto err = job_spec_load_text(R"(
+model:
+  dense_optimizer: {schedule: {kind: cosine, warmup_steps: 10, decay_steps: 1000, min_factor: 0.1}}
+  embedding: {schedule: {kind: step, decay_steps: 500, decay_rate: 0.5}}
+training:
+  eval_every: 100
+  validation_batches: 20
+  early_stopping: {metric: logloss, patience: 3, min_delta: 0.0001}
+  target_auc: 0.79
+metrics: {group_by: 0}
+)", "job.yaml", spec);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(spec.model.dense.schedule.kind == lr_schedule_kind::cosine);
+  CHECK(spec.model.dense.schedule.warmup_steps == 10);
+  CHECK(spec.model.embedding.schedule.decay_rate == doctest::Approx(0.5));
+  CHECK(spec.training.early_stopping.metric == stop_metric::logloss);
+  CHECK(spec.training.early_stopping.patience == 3);
+  CHECK(spec.metrics.group_by == 0);
+  CHECK(!job_spec_finalize(spec));
+  CHECK(job_has_validation(spec));
+  auto yaml = job_spec_to_yaml(spec);
+  CHECK(yaml.find("early_stopping.patience: 3") != std::string::npos);
+  CHECK(yaml.find("schedule.kind: cosine") != std::string::npos);
+
+  CHECK(load_error("training: {early_stopping: {metric: f1}}").find("one of auc logloss") != std::string::npos);
+  CHECK(load_error("model: {embedding: {schedule: {kind: linear}}}").find("one of constant warmup") != std::string::npos);
+  CHECK(load_error("data: {validation_fraction: 0.95}").find("data.validation_fraction") != std::string::npos);
+
+  auto finalize_error = [](job_spec s) {
+    auto e = job_spec_finalize(s);
+    return e ? error_text(e) : std::string{};
+  };
+  auto s = job_spec_defaults();
+  s.training.early_stopping.patience = 2;  // synthetic without a validation stream
+  CHECK(finalize_error(s).find("expected a validation split") != std::string::npos);
+  s = job_spec_defaults();
+  s.model.dense.schedule.kind = lr_schedule_kind::step;  // no decay_steps
+  CHECK(finalize_error(s).find("model.dense_optimizer.schedule.decay_steps") != std::string::npos);
+  s = job_spec_defaults();
+  s.metrics.group_by = 99;
+  CHECK(finalize_error(s).find("metrics.group_by") != std::string::npos);
+  s = job_spec_defaults();
+  s.data.reading.validation_fraction = 0.1;  // synthetic data has a stream instead
+  CHECK(finalize_error(s).find("validation stream") != std::string::npos);
+}

@@ -1,0 +1,277 @@
+// Validation while training: at a validation cut every trainer holds at step c with every step
+// before it applied and no later lookup started, so the model (dense replicas and embedding
+// shards) is one consistent state. The trainers then evaluate their shares of the validation
+// split with read-only lookups; the supervisor computes the metrics, records the point, keeps the
+// best model (its DenseState in memory, its embeddings as a full snapshot under best_dir) and
+// decides whether to stop (early stopping, target AUC). At the end of training the best model is
+// restored on every shard and trainer before the test evaluation.
+#include "actors/job_supervisor/supervisor_state.hpp"
+
+#include "models/embedding/embedding_snapshot.hpp"
+#include "models/lr_schedule.hpp"
+#include "runtime/error.hpp"
+#include "satrap_schemas/step.capnp.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace satrap::supervisor {
+
+namespace {
+
+bool keeps_best(const supervisor_state& st) {
+  return st.config.spec.training.early_stopping.patience > 0;
+}
+
+double score_of(const job_spec& spec, const eval_metrics& m) {
+  return spec.training.early_stopping.metric == stop_metric::auc ? m.auc : -m.logloss;
+}
+
+nlohmann::json number_or_null(double x) {
+  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json();
+}
+
+// Snapshots every shard's table as the best model's embeddings, then runs `next`.
+void snapshot_best(self_ptr self, std::function<void()> next) {
+  auto& st = self->state;
+  auto gen = st.generation;
+  auto seq = std::max(st.sequence, st.snapshot_sequence) + 1;
+  st.snapshot_sequence = seq;
+  auto infos = std::make_shared<std::vector<shard_snapshot_info>>();
+  auto left = std::make_shared<size_t>(st.shards.size());
+  for (auto& s : st.shards)
+    self->request(s, std::chrono::minutes(10), snapshot_atom::value, st.best_dir, seq, true)
+      .then(
+        [self, gen, seq, infos, left, next](const shard_snapshot_info& info) {
+          auto& st = self->state;
+          if (gen != st.generation)
+            return;
+          infos->push_back(info);
+          if (--*left > 0)
+            return;
+          std::vector<snapshot_file_info> files;
+          for (auto& i : *infos)
+            files.push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
+                             static_cast<uint64_t>(i.bytes), i.checksum});
+          auto written = snapshot_write_manifest(st.best_dir, seq, 0, st.config.spec.model.embedding,
+                                                 files);
+          if (!written) {
+            fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
+            return;
+          }
+          if (st.best_snapshot > 0) {  // the previous best is no longer needed
+            std::error_code ec;
+            std::filesystem::remove_all(snapshot_dir(st.best_dir, st.best_snapshot), ec);
+          }
+          st.best_snapshot = seq;
+          st.best_since_checkpoint = true;
+          next();
+        },
+        [self, gen](const caf::error& e) {
+          on_failure(self, gen, "best model snapshot: " + error_text(e));
+        });
+}
+
+// Loads the best model on every shard and trainer, then runs `next`.
+void restore_best(self_ptr self, std::function<void()> next) {
+  auto& st = self->state;
+  auto gen = st.generation;
+  auto left = std::make_shared<size_t>(st.shards.size() + st.trainers.size());
+  auto one_done = [self, gen, left, next] {
+    auto& st = self->state;
+    if (gen != st.generation || --*left > 0)
+      return;
+    spdlog::info("best_model_restored step={} validation_auc={:.5f} snapshot={}", st.best_step,
+                 st.best.auc, st.best_snapshot);
+    next();
+  };
+  auto on_error = [self, gen](const caf::error& e) {
+    on_failure(self, gen, "restoring the best model: " + error_text(e));
+  };
+  for (auto& s : st.shards)
+    self->request(s, std::chrono::minutes(10), restore_atom::value, st.best_dir, st.best_snapshot)
+      .then([one_done](int64_t) { one_done(); }, on_error);
+  for (auto& t : st.trainers)
+    self->request(t, std::chrono::minutes(1), restore_atom::value, st.best_dense)
+      .then([one_done](int64_t) { one_done(); }, on_error);
+}
+
+eval_metrics metrics_of(const std::vector<capnp_payload>& results) {
+  std::vector<float> logits, labels;
+  std::vector<uint64_t> groups;
+  for (auto& p : results) {
+    payload_reader reader(p);
+    auto ev = reader.root<schema::EvalResult>();
+    auto l = data_view<float>(ev.getLogits());
+    auto y = data_view<float>(ev.getLabels());
+    auto g = data_view<uint64_t>(ev.getGroups());
+    logits.insert(logits.end(), l.begin(), l.end());
+    labels.insert(labels.end(), y.begin(), y.end());
+    groups.insert(groups.end(), g.begin(), g.end());
+  }
+  return compute_eval_metrics(logits, labels,
+                              groups.size() == labels.size() ? std::span<const uint64_t>(groups)
+                                                             : std::span<const uint64_t>());
+}
+
+// Every trainer evaluates its share of the validation split; `done` gets the metrics.
+void evaluate_validation(self_ptr self, const std::string& what,
+                         std::function<void(const eval_metrics&)> done) {
+  auto& st = self->state;
+  auto gen = st.generation;
+  auto results = std::make_shared<std::vector<capnp_payload>>(st.trainers.size());
+  auto left = std::make_shared<size_t>(st.trainers.size());
+  for (size_t i = 0; i < st.trainers.size(); ++i)
+    self->request(st.trainers[i], std::chrono::minutes(30), eval_atom::value, st.data.validation_batches)
+      .then(
+        [self, gen, i, results, left, done](capnp_payload& p) {
+          if (gen != self->state.generation)
+            return;
+          (*results)[i] = std::move(p);
+          if (--*left == 0)
+            done(metrics_of(*results));
+        },
+        [self, gen, what](const caf::error& e) { on_failure(self, gen, what + ": " + error_text(e)); });
+}
+
+void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function<void()> next) {
+  auto& st = self->state;
+  auto& spec = st.config.spec;
+  auto secs = std::chrono::duration<double>(clock_type::now() - st.started).count();
+  auto samples = st.committed_samples + st.pending_samples;
+  double train_loss = st.samples_since_eval > 0
+                        ? st.loss_since_eval / static_cast<double>(st.samples_since_eval)
+                        : std::nan("");
+  st.loss_since_eval = 0.0;
+  st.samples_since_eval = 0;
+  auto dense_lr = spec.model.dense.learning_rate * lr_factor(spec.model.dense.schedule, c);
+  auto sparse_lr = spec.model.embedding.learning_rate * lr_factor(spec.model.embedding.schedule, c);
+  nlohmann::json point = {
+    {"step", c},
+    {"epoch", st.data.epoch_steps > 0 ? number_or_null(static_cast<double>(c) / static_cast<double>(st.data.epoch_steps))
+                                      : nlohmann::json()},
+    {"samples", samples},
+    {"seconds", secs},
+    {"samples_per_sec", secs > 0 ? static_cast<double>(samples) / secs : 0.0},
+    {"train_loss", number_or_null(train_loss)},
+    {"validation_auc", m.auc},
+    {"validation_logloss", m.logloss},
+    {"validation_ne", number_or_null(m.ne)},
+    {"validation_calibration", number_or_null(m.calibration)},
+    {"validation_gauc", number_or_null(m.gauc)},
+    {"validation_samples", m.samples},
+    {"dense_lr", dense_lr},
+    {"embedding_lr", sparse_lr},
+  };
+  auto line = point.dump();
+  st.history.push_back(line);
+  if (!spec.training.history_file.empty()) {
+    std::ofstream out(spec.training.history_file, st.history.size() == 1 ? std::ios::trunc : std::ios::app);
+    out << line << "\n";
+    if (!out)
+      spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
+  }
+  spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "
+               "train_loss={:.5f} samples={}",
+               c, m.auc, m.logloss, m.ne, m.calibration, m.gauc, train_loss, m.samples);
+  st.last_validation = m;
+  st.last_validation_step = c;
+  auto& es = spec.training.early_stopping;
+  bool improved = st.best_step < 0 || score_of(spec, m) > score_of(spec, st.best) + es.min_delta;
+  if (spec.training.target_auc > 0.0 && m.auc >= spec.training.target_auc && st.target_seconds < 0) {
+    st.target_seconds = secs;
+    st.target_samples = samples;
+    st.stopping = true;
+    st.stop_reason = "target_auc";
+    spdlog::info("target_auc_reached step={} auc={:.5f} target={} seconds={:.1f} samples={}", c,
+                 m.auc, spec.training.target_auc, secs, samples);
+  }
+  if (improved) {
+    st.best_step = c;
+    st.best = m;
+    st.since_best = 0;
+  } else if (++st.since_best >= es.patience && es.patience > 0 && !st.stopping) {
+    st.stopping = true;
+    st.stop_reason = "early_stopping";
+    spdlog::info("early_stopping step={} best_step={} best={:.5f} patience={}", c, st.best_step,
+                 score_of(spec, st.best), es.patience);
+  }
+  auto& p = st.progress;
+  p.validation_step = c;
+  p.validation_auc = m.auc;
+  p.validation_logloss = m.logloss;
+  p.best_step = st.best_step;
+  p.best_validation_auc = st.best.auc;
+  notify(st);
+  if (improved && keeps_best(st) && c < st.steps && !st.stopping) {
+    // The best so far, and training goes on: keep it (at the last step the live model is it).
+    st.best_dense = st.cut_reports.at(0).state;
+    snapshot_best(self, std::move(next));
+    return;
+  }
+  if (improved && keeps_best(st)) {
+    st.best_dense = st.cut_reports.at(0).state;
+    st.best_snapshot = 0;  // the live model is the best: nothing to restore
+  }
+  next();
+}
+
+}  // namespace
+
+bool is_validation_cut(const supervisor_state& st, int64_t c) {
+  if (st.data.validation_batches <= 0 || c <= 0 || c > st.steps)
+    return false;
+  if (c == st.steps)
+    return true;
+  auto every = st.config.spec.training.eval_every > 0 ? st.config.spec.training.eval_every
+                                                      : st.data.epoch_steps;
+  return every > 0 && c % every == 0;
+}
+
+int64_t next_validation_cut(const supervisor_state& st, int64_t from) {
+  if (st.data.validation_batches <= 0 || from >= st.steps)
+    return -1;
+  auto every = st.config.spec.training.eval_every > 0 ? st.config.spec.training.eval_every
+                                                      : st.data.epoch_steps;
+  if (every <= 0)
+    return st.steps;
+  return std::min((from / every + 1) * every, st.steps);
+}
+
+void validate_at_cut(self_ptr self, std::function<void()> next) {
+  auto c = self->state.cut;
+  evaluate_validation(self, "validation at step " + std::to_string(c),
+                      [self, c, next](const eval_metrics& m) { on_validated(self, c, m, next); });
+}
+
+void after_cut(self_ptr self) {
+  auto& st = self->state;
+  auto c = st.cut;
+  bool ending = st.stopping || c >= st.steps;
+  if (!ending) {
+    release_trainers(self, next_cut(st, c));
+    return;
+  }
+  st.finishing = true;
+  auto stop = [self] { release_trainers(self, stop_at_cut); };
+  if (keeps_best(st) && st.best_step >= 0 && st.best_step != c && st.best_snapshot > 0) {
+    // Restore the best model, and measure it again: the result must be the recorded best.
+    restore_best(self, [self, stop] {
+      evaluate_validation(self, "validating the restored best model", [self, stop](const eval_metrics& m) {
+        auto& st = self->state;
+        st.restored_validation_auc = m.auc;
+        spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}", st.best_step, m.auc,
+                     st.best.auc);
+        stop();
+      });
+    });
+    return;
+  }
+  stop();
+}
+
+}  // namespace satrap::supervisor
