@@ -198,6 +198,8 @@ std::vector<job_field> make_fields() {
                       "dlrm: dot, cat (raw embeddings to the top MLP) or dot_cat", model.network.interaction,
                       {"dot", dlrm_interaction::dot}, {"cat", dlrm_interaction::cat},
                       {"dot_cat", dlrm_interaction::dot_cat}),
+    SATRAP_REAL_FIELD("model.dropout", "dropout", "dlrm: dropout on the top MLP's hidden layers (training only)",
+                      model.network.dropout, 0.0, 0.9),
     SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers", model.network.cross_layers, 0, 64),
     SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
                       {"sum", pooling::sum}, {"mean", pooling::mean}),
@@ -582,6 +584,11 @@ caf::error job_spec_finalize(job_spec& spec) {
       && (spec.model.embedding.schedule.kind != lsk::constant || spec.model.embedding.schedule.warmup_steps > 0))
     return bad("model.embedding.schedule: FTRL keeps per-coordinate rates of its own; expected kind "
                "constant without warm-up for optimizer ftrl");
+  auto& net = spec.model.network;
+  if (net.type != dense_model_type::dlrm
+      && (net.dropout > 0.0f || net.interaction != dlrm_interaction::dot))
+    return bad("model.dropout / model.interaction: expected model.type dlrm (the other models have "
+               "neither)");
   auto& d = spec.data;
   if (!d.validation_files.empty() && d.reading.validation_fraction > 0.0)
     return bad("data.validation_fraction: expected 0 when data.validation_files is given (one "

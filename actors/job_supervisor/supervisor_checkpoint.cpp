@@ -126,7 +126,7 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
   for (auto& s : st.shards)
     self->request(s, std::chrono::minutes(10), snapshot_atom::value, root, meta.sequence, meta.full)
       .then(
-        [=, next = std::move(next)](const shard_snapshot_info& info) mutable {
+        [=](const shard_snapshot_info& info) mutable {  // (a copy of `next` per shard)
           auto& st = self->state;
           if (gen != st.generation)
             return;

@@ -384,6 +384,8 @@ result<std::unique_ptr<cuda_dlrm>> make_cuda_dlrm(const dense_model_config& conf
   if (config.type != dense_model_type::dlrm)
     return make_model_error(std::string("make_cuda_dlrm: model type '") +
                             dense_model_type_name(config.type) + "' has no CUDA path (only dlrm)");
+  if (config.dropout > 0.0f)
+    return make_model_error("make_cuda_dlrm: model.dropout has no CUDA path");
   if (config.interaction != dlrm_interaction::dot)
     return make_model_error("make_cuda_dlrm: model.interaction cat / dot_cat has no CUDA path (only dot)");
   auto count = cuda_device_count();

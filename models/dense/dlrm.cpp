@@ -5,6 +5,7 @@
 #include "models/dense/concat.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/mlp.hpp"
+#include "models/embedding/id_map.hpp"
 #include "models/dense/model_zoo.hpp"
 
 namespace satrap {
@@ -26,6 +27,8 @@ class dlrm final : public dense_model {
     grads_.resize(params_.size());
     bottom_.init(params_.data(), seed);
     top_.init(params_.data() + bottom_.param_count(), seed + 1);
+    top_.set_dropout(config.dropout);
+    dropout_key_ = mix64(seed ^ 0xd20f0d20f0ULL);
   }
 
   std::span<float> params() override { return params_; }
@@ -39,7 +42,9 @@ class dlrm final : public dense_model {
 
   double forward_backward(int batch, const float* dense, const float* pooled, const float* labels,
                           float loss_scale, float* logits, float* pooled_grad) override {
+    top_.train_mode(true, mix64(dropout_key_ + ++train_steps_));
     const float* out = run_forward(batch, dense, pooled);
+    top_.train_mode(false, 0);
     std::copy(out, out + batch, logits);
     dlogits_.resize(batch);
     double loss = bce_with_logits(batch, logits, labels, loss_scale, dlogits_.data());
@@ -105,6 +110,8 @@ class dlrm final : public dense_model {
   std::vector<float> grads_;
   const float* x_ = nullptr;  // bottom output, owned by bottom_
   std::vector<float> z_, dz_, dx_, dlogits_, zi_, dzi_, demb_;
+  uint64_t dropout_key_ = 0;
+  uint64_t train_steps_ = 0;  // a new dropout mask per training forward
 };
 
 }  // namespace

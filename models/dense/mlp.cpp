@@ -39,6 +39,9 @@ void mlp::init(float* params, uint64_t seed) const {
 
 const float* mlp::forward(int batch, const float* params, const float* x) {
   x_ = x;
+  dropped_ = train_ && dropout_ > 0.0f;
+  const auto threshold = static_cast<uint64_t>(static_cast<double>(dropout_) * 9007199254740992.0);
+  const float keep_scale = dropped_ ? 1.0f / (1.0f - dropout_) : 1.0f;
   const float* input = x;
   int fan_in = in_;
   for (size_t l = 0; l < sizes_.size(); ++l) {
@@ -49,6 +52,11 @@ const float* mlp::forward(int batch, const float* params, const float* x) {
     const float* b = w + static_cast<size_t>(out) * fan_in;
     linear_forward(batch, fan_in, out, input, w, b, y.data());
     if (l + 1 < sizes_.size() || relu_last_) relu_forward(y.size(), y.data(), y.data());
+    if (dropped_ && l + 1 < sizes_.size()) {
+      const uint64_t layer_key = mix64(key_ ^ mix64(l + 0x0d20f0)) ;
+      for (size_t i = 0; i < y.size(); ++i)
+        y[i] = (mix64(layer_key + i * 0x9e3779b97f4a7c15ULL) >> 11) < threshold ? 0.0f : y[i] * keep_scale;
+    }
     input = y.data();
     fan_in = out;
   }
@@ -75,6 +83,10 @@ void mlp::backward(int batch, const float* params, const float* dy, float* grads
     linear_backward(batch, fan_in, out, input, w, delta_a_.data(), dinput, dw, db);
     if (l > 0) {
       relu_backward(delta_b_.size(), outputs_[l - 1].data(), delta_b_.data(), delta_b_.data());
+      if (dropped_) {  // dropped units are 0 (relu_backward zeroed them); kept ones were scaled
+        const float keep_scale = 1.0f / (1.0f - dropout_);
+        for (auto& d : delta_b_) d *= keep_scale;
+      }
       std::swap(delta_a_, delta_b_);
     }
   }

@@ -21,6 +21,15 @@ class mlp {
   // PyTorch nn.Linear init: W and b uniform(+-1/sqrt(fan_in)), deterministic in seed.
   void init(float* params, uint64_t seed) const;
 
+  // Inverted dropout on the hidden layers' outputs (not the last layer): while `train` is on, a
+  // forward zeroes each hidden unit with probability p (by a hash of key, layer and position,
+  // so a mask is reproducible) and scales the others by 1/(1-p); backward follows the mask.
+  void set_dropout(float p) { dropout_ = p; }
+  void train_mode(bool train, uint64_t key) {
+    train_ = train;
+    key_ = key;
+  }
+
   // Returns the output [batch x out()], valid until the next forward.
   const float* forward(int batch, const float* params, const float* x);
   // The last forward's output (what it returned).
@@ -35,6 +44,10 @@ class mlp {
   std::vector<size_t> offsets_;  // per layer: W at offsets_[l], b right after it
   size_t param_count_ = 0;
   const float* x_ = nullptr;                  // the last forward's input
+  float dropout_ = 0.0f;
+  bool train_ = false;
+  uint64_t key_ = 0;
+  bool dropped_ = false;                      // the last forward applied dropout
   std::vector<std::vector<float>> outputs_;   // per layer, post-activation
   std::vector<float> delta_a_, delta_b_;      // backward scratch
 };

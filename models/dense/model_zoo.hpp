@@ -29,6 +29,7 @@ struct dense_model_config {
   std::vector<int> top = {64, 32}; // hidden sizes of the top / deep MLP; a last layer outputs 1 logit
   int cross_layers = 3;            // DCN-v2: full-rank cross layers before the deep MLP
   dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
+  float dropout = 0.0f;            // DLRM: dropout on the top MLP's hidden layers while training
 };
 
 // The DLRM top MLP's input size for this config.

@@ -9,6 +9,8 @@
 #include "models/dense/relu.hpp"
 #include "grad_check.hpp"
 
+#include <algorithm>
+
 using namespace satrap;
 using namespace satrap::testing;
 
@@ -69,6 +71,36 @@ TEST_CASE("mlp gradients w.r.t. params and input match finite differences") {
     check_gradient(loss, params, grads, 1e-3f, 2e-4, 1e-2);
     check_gradient(loss, x, dx, 1e-3f, 2e-4, 1e-2);
   }
+}
+
+TEST_CASE("mlp dropout: a fixed mask's gradients match finite differences; evaluation ignores it") {
+  mlp net(4, {40, 30, 3}, false);
+  const int batch = 5;
+  std::vector<float> params(net.param_count());
+  net.init(params.data(), 11);
+  auto x = random_vector(batch * 4, 12, 2.0f), r = random_vector(batch * 3, 13);
+  const float* plain = net.forward(batch, params.data(), x.data());
+  std::vector<float> eval(plain, plain + batch * 3);
+  net.set_dropout(0.5f);
+  CHECK(std::equal(eval.begin(), eval.end(), net.forward(batch, params.data(), x.data())));
+  net.train_mode(true, 99);  // the same key: the same mask on every forward
+  net.forward(batch, params.data(), x.data());
+  // About half of the hidden units of a layer are zero after dropout (ReLU zeroes some more).
+  std::vector<float> out;
+  auto loss = [&] {
+    const float* y = net.forward(batch, params.data(), x.data());
+    out.assign(y, y + batch * 3);
+    return weighted_sum(out, r);
+  };
+  loss();
+  CHECK(out != eval);
+  std::vector<float> grads(net.param_count()), dx(batch * 4);
+  net.backward(batch, params.data(), r.data(), grads.data(), dx.data());
+  // Tolerances of the model checks: scaled units make ReLU kinks a little closer.
+  check_gradient(loss, params, grads, 1e-3f, 2e-4, 2e-2);
+  check_gradient(loss, x, dx, 1e-3f, 2e-4, 2e-2);
+  net.train_mode(false, 0);
+  CHECK(std::equal(eval.begin(), eval.end(), net.forward(batch, params.data(), x.data())));
 }
 
 TEST_CASE("mlp init is PyTorch-like and deterministic in the seed") {
