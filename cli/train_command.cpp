@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
@@ -34,17 +35,7 @@ void train_command::add_to(CLI::App& app) {
 namespace {
 
 // One line, rewritten in place, while a terminal watches.
-void show_progress(const job_progress& p) {
-  char validation[96] = "";
-  if (p.validation_step >= 0)
-    std::snprintf(validation, sizeof validation, "  val auc %.4f (best %.4f @%lld)", p.validation_auc,
-                  p.best_validation_auc, static_cast<long long>(p.best_step));
-  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f%s   ",
-               static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
-               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc,
-               validation);
-  std::fflush(stderr);
-}
+void show_progress(const job_progress& p) { print_progress_line(p); }
 
 void print_result(const job_spec& spec, const job_result& r, bool json) {
   std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",
