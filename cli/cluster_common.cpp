@@ -4,6 +4,8 @@
 
 #include <caf/io/middleman.hpp>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -76,10 +78,26 @@ bool wait_for_stop_signal(int timeout_ms) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  if (timeout_ms < 0)
-    return sigwaitinfo(&set, nullptr) > 0;
-  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-  return sigtimedwait(&set, nullptr, &ts) > 0;
+  // EINTR is not a stop: SIGCONT after SIGSTOP (or any other handled signal) interrupts the
+  // wait, which then goes on for the time that is left.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int got;
+    if (timeout_ms < 0) {
+      got = sigwaitinfo(&set, nullptr);
+    } else {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+      if (left < 0)
+        left = 0;
+      timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+      got = sigtimedwait(&set, nullptr, &ts);
+    }
+    if (got > 0)
+      return true;
+    if (errno != EINTR)
+      return false;  // EAGAIN: the time is up
+  }
 }
 
 }  // namespace satrap

@@ -114,6 +114,7 @@ struct job_field {
   std::string help;
   std::function<std::string(job_spec&, const std::string&)> set;
   std::function<std::string(const job_spec&)> get;
+  bool list = false;  // a YAML sequence; its text form is "a,b" (or "[a,b]")
 };
 
 const std::vector<job_field>& job_fields();
@@ -131,7 +132,12 @@ caf::error job_spec_finalize(job_spec& spec);
 int job_data_slots(const data_spec& data);
 int job_data_dense_features(const data_spec& data);
 
-// The effective spec as YAML, every key listed.
+// The effective spec as YAML, every key listed; strings quoted as YAML needs. It is also the
+// form in which a spec crosses the wire.
 std::string job_spec_to_yaml(const job_spec& spec);
+
+// A spec received from another process (job_spec_to_yaml's text): loaded, finalized, and checked
+// to read back as the very text that was sent, so that a job never runs as another job.
+caf::expected<job_spec> job_spec_from_wire(const std::string& yaml, const std::string& origin);
 
 }  // namespace satrap

@@ -204,6 +204,8 @@ caf::result<std::string> on_submit(self_ptr self, const std::string& token,
   j.name = spec.name;
   j.submitted_ms = now_ms();
   j.spec_yaml = job_spec_to_yaml(spec);
+  if (auto back = job_spec_from_wire(j.spec_yaml, "job"); !back)
+    return back.error();  // what the nodes would receive must be this very spec
   st.jobs.push_back(j);
   spdlog::info("job_submitted id={} name={}", j.id, j.name);
   jobs_save(st);

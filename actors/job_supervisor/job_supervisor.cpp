@@ -252,6 +252,7 @@ void start_training(self_ptr self, uint64_t gen) {
   st.cut_reports.clear();
   st.checkpointing = false;
   st.trainer_steps.assign(st.trainers.size(), plan.first_step);
+  st.applied_steps.assign(st.trainers.size(), plan.first_step);
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   st.progress.steps_total = plan.steps;
   st.recovering = false;
@@ -333,6 +334,12 @@ job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
   return {
     [self](run_atom) { return on_run(self); },
     [self](progress_atom, const progress_report& r) { on_progress(self, r); },
+    [self](applied_atom, int64_t step, int32_t rank) {  // a trainer's step is on the shards
+      auto& st = self->state;
+      auto r = static_cast<size_t>(rank);
+      if (!st.recovering && r < st.applied_steps.size())
+        st.applied_steps[r] = std::max(st.applied_steps[r], step + 1);
+    },
     [self](cut_atom, cut_report& r) { on_cut(self, r); },
     [self](checkpoint_atom) { return on_checkpoint(self); },
     [self](checkpoint_atom, uint64_t gen) { on_checkpoint_tick(self, gen); },

@@ -114,13 +114,14 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   // Everything trained after the newest checkpoint is rolled back and trained again.
   auto resume = st.last ? st.last->step : 0;
   int64_t replayed = 0;
-  for (auto s : st.trainer_steps)
+  for (auto s : st.applied_steps)
     replayed += std::max<int64_t>(0, s - resume);
   st.progress.restarts += 1;
   st.progress.batches_replayed += replayed;
   st.progress.samples = st.committed_samples;
   st.progress.steps = resume;  // progress restarts from the checkpoint
   st.trainer_steps.assign(st.trainer_steps.size(), resume);
+  st.applied_steps.assign(st.applied_steps.size(), resume);
   spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
                reason, st.progress.restarts, resume, replayed);
   notify(st);

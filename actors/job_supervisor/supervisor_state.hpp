@@ -37,7 +37,8 @@ struct supervisor_state {
   clock_type::time_point started;
   int64_t steps = 0;     // per trainer
   // Progress, summed over trainers.
-  std::vector<int64_t> trainer_steps;
+  std::vector<int64_t> trainer_steps;  // computed, as the progress reports say
+  std::vector<int64_t> applied_steps;  // on the shards, step by step (what a rollback replays)
   std::vector<double> trainer_auc;
   job_progress progress;
   double loss_sum = 0.0;

@@ -50,12 +50,10 @@ job_entry* find_entry(agent_state& st, const std::string& yaml) {
 caf::expected<job_entry*> entry_of(agent_state& st, const std::string& yaml) {
   if (auto* e = find_entry(st, yaml))
     return e;
-  auto spec = job_spec_defaults();
-  if (auto err = job_spec_load_text(yaml, "job", spec))
-    return err;
-  if (auto err = job_spec_finalize(spec))
-    return err;
-  st.jobs.push_back({yaml, std::move(spec), nullptr});
+  auto spec = job_spec_from_wire(yaml, "job");
+  if (!spec)
+    return spec.error();
+  st.jobs.push_back({yaml, std::move(*spec), nullptr});
   while (st.jobs.size() > std::max<size_t>(1, st.config.jobs_kept))
     st.jobs.pop_front();
   return &st.jobs.back();

@@ -137,3 +137,34 @@ TEST_CASE("the printed spec loads back to the same spec") {
   REQUIRE_MESSAGE(!err, error_text(err) << "\n" << yaml);
   CHECK(job_spec_to_yaml(back) == yaml);
 }
+
+// A job named "a: b" with 200 train batches once ran as the default job on the cluster: the spec
+// crossed the wire unquoted. Every string must survive, and the wire check must hold.
+TEST_CASE("strings YAML would misread survive the wire: names, paths") {
+  for (std::string name : {"a: b", "{x", "run #7", "[list]", "- dash", "quote \" and ' both",
+                           "", "yes", "null", "~", "colon:", "tab\there", "ünïcode"}) {
+    CAPTURE(name);
+    auto spec = job_spec_defaults();
+    spec.name = name;
+    spec.training.train_batches = 200;
+    spec.checkpoint.dir = "/tmp/ck: " + name;
+    REQUIRE_FALSE(job_spec_finalize(spec));
+    auto yaml = job_spec_to_yaml(spec);
+    auto back = job_spec_from_wire(yaml, "wire");
+    REQUIRE_MESSAGE(back, error_text(back.error()) << "\n" << yaml);
+    CHECK(back->name == name);
+    CHECK(back->training.train_batches == 200);
+    CHECK(back->checkpoint.dir == spec.checkpoint.dir);
+  }
+}
+
+TEST_CASE("a spec that is not the canonical text of itself is refused on arrival") {
+  auto spec = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  auto yaml = job_spec_to_yaml(spec);
+  CHECK(job_spec_from_wire(yaml, "wire"));
+  auto edited = yaml + "# a comment\n";
+  auto r = job_spec_from_wire(edited, "wire");
+  REQUIRE_FALSE(r);
+  CHECK(error_text(r.error()).find("does not read back") != std::string::npos);
+}
