@@ -143,38 +143,46 @@ caf::expected<embedding_rows_view> decode_embedding_rows(const capnp_payload& p,
 namespace {
 
 template <class Reader>
-caf::expected<pooled_view> decode_pooled(const char* what, Reader in, const pooled_shape& s) {
+caf::expected<pooled_view> decode_pooled(const char* what, Reader in) {
   pooled_view v;
   v.batch = in.getBatch();
   v.size = in.getSize();
-  SATRAP_CHECK(equal(what, "batch", v.batch, s.batch));
-  if (s.size != 0)
-    SATRAP_CHECK(equal(what, "size", v.size, s.size));
-  else if (v.size == 0 || v.size > s.size_max)
+  v.slots = in.getSlots();
+  v.dim = in.getDim();
+  if (v.size == 0 || v.size > pooled_size_max)
     return bad(what, "size " + std::to_string(v.size) + " is not in [1, "
-                       + std::to_string(s.size_max) + "]");
-  SATRAP_CHECK(equal(what, "slots", in.getSlots(), s.slots));
-  SATRAP_CHECK(equal(what, "dim", in.getDim(), s.dim));
+                       + std::to_string(pooled_size_max) + "]");
   SATRAP_CHECK(blob(what, "values", in.getValues(), v.values));
-  SATRAP_CHECK(count(what, "values", v.values.size(), uint64_t{v.size} * s.slots * s.dim,
-                     "size x slots x dim"));
+  uint64_t want = 0;
+  if (__builtin_mul_overflow(uint64_t{v.size} * v.slots, uint64_t{v.dim}, &want))
+    return bad(what, "size x slots x dim overflows");
+  SATRAP_CHECK(count(what, "values", v.values.size(), want, "size x slots x dim"));
   return v;
 }
 
 }  // namespace
 
-caf::expected<pooled_view> decode_pooled_embeddings(const capnp_payload& p, const pooled_shape& s) {
+caf::expected<pooled_view> decode_pooled_embeddings(const capnp_payload& p) {
   constexpr const char* what = "pooled embeddings";
   return guarded<pooled_view>(p, what, [&](payload_reader& r) {
-    return decode_pooled(what, r.root<schema::PooledEmbeddings>(), s);
+    return decode_pooled(what, r.root<schema::PooledEmbeddings>());
   });
 }
 
-caf::expected<pooled_view> decode_pooled_gradients(const capnp_payload& p, const pooled_shape& s) {
+caf::expected<pooled_view> decode_pooled_gradients(const capnp_payload& p) {
   constexpr const char* what = "pooled gradients";
   return guarded<pooled_view>(p, what, [&](payload_reader& r) {
-    return decode_pooled(what, r.root<schema::PooledGradients>(), s);
+    return decode_pooled(what, r.root<schema::PooledGradients>());
   });
+}
+
+caf::error pooled_check_shape(const pooled_view& v, const pooled_shape& s, const char* what) {
+  SATRAP_CHECK(equal(what, "batch", v.batch, s.batch));
+  if (s.size != 0)
+    SATRAP_CHECK(equal(what, "size", v.size, s.size));
+  SATRAP_CHECK(equal(what, "slots", v.slots, s.slots));
+  SATRAP_CHECK(equal(what, "dim", v.dim, s.dim));
+  return caf::none;
 }
 
 caf::expected<embedding_gradients_view> decode_embedding_gradients(const capnp_payload& p,

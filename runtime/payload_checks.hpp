@@ -53,23 +53,31 @@ struct embedding_rows_view {
 caf::expected<embedding_rows_view> decode_embedding_rows(const capnp_payload& p, int64_t batch,
                                                          uint32_t dim, size_t rows);
 
-// What a receiver of PooledEmbeddings / PooledGradients knows of the batch.
-struct pooled_shape {
-  int64_t batch = 0;
-  uint32_t size = 0;                   // samples (0: any, up to size_max)
-  uint32_t slots = 0;
-  uint32_t dim = 0;
-  uint32_t size_max = 1u << 24;        // when size is 0
-};
+// PooledEmbeddings / PooledGradients: checked to hold size x slots x dim values (no overflow,
+// 1 <= size <= pooled_size_max); the receiver then checks the shape it expects.
+constexpr uint32_t pooled_size_max = 1u << 24;
 struct pooled_view {
   int64_t batch = 0;
   uint32_t size = 0;
+  uint32_t slots = 0;
+  uint32_t dim = 0;
   std::span<const float> values;       // size x slots x dim
 };
 // gradient_aggregator -> dense_trainer.
-caf::expected<pooled_view> decode_pooled_embeddings(const capnp_payload& p, const pooled_shape& s);
+caf::expected<pooled_view> decode_pooled_embeddings(const capnp_payload& p);
 // dense_trainer -> gradient_aggregator.
-caf::expected<pooled_view> decode_pooled_gradients(const capnp_payload& p, const pooled_shape& s);
+caf::expected<pooled_view> decode_pooled_gradients(const capnp_payload& p);
+
+// What a receiver knows of the batch; size 0: any.
+struct pooled_shape {
+  int64_t batch = 0;
+  uint32_t size = 0;
+  uint32_t slots = 0;
+  uint32_t dim = 0;
+};
+// caf::none when `v` has that shape, else an invalid_payload error naming the field (`what`:
+// "pooled embeddings" or "pooled gradients").
+caf::error pooled_check_shape(const pooled_view& v, const pooled_shape& s, const char* what);
 
 // gradient_aggregator -> embedding_shard: one gradient row of `dim` per id.
 struct embedding_gradients_view {
