@@ -84,12 +84,14 @@ void run(const satrap::capnp_payload& p, [[maybe_unused]] const expectations& e)
     sink = touch(v->rows);
   }
 #elif SATRAP_FUZZ_PAYLOAD == 3
-  pooled_shape s{e.batch, e.count, e.slots, e.dim, 64};
-  auto v = decode_pooled_embeddings(p, s);
+  auto v = decode_pooled_embeddings(p);
   if (v) {
-    check(v->size >= 1 && v->size <= 64 && (e.count == 0 || v->size == e.count));
-    check(v->values.size() == size_t{v->size} * e.slots * e.dim);
+    check(v->size >= 1 && v->size <= pooled_size_max);
+    check(v->values.size() == size_t{v->size} * v->slots * v->dim);
     sink = touch(v->values);
+    if (!pooled_check_shape(*v, {e.batch, e.count, e.slots, e.dim}, "pooled embeddings"))
+      check(v->values.size() == size_t{v->size} * e.slots * e.dim
+            && (e.count == 0 || v->size == e.count));
   }
 #elif SATRAP_FUZZ_PAYLOAD == 4
   if (e.variant & 1) {
@@ -99,11 +101,12 @@ void run(const satrap::capnp_payload& p, [[maybe_unused]] const expectations& e)
       sink = touch(v->ids) + touch(v->grads);
     }
   } else {
-    pooled_shape s{e.batch, e.count, e.slots, e.dim, 64};
-    auto v = decode_pooled_gradients(p, s);
+    auto v = decode_pooled_gradients(p);
     if (v) {
-      check(v->values.size() == size_t{v->size} * e.slots * e.dim);
+      check(v->values.size() == size_t{v->size} * v->slots * v->dim);
       sink = touch(v->values);
+      if (!pooled_check_shape(*v, {e.batch, e.count, e.slots, e.dim}, "pooled gradients"))
+        check(v->values.size() == size_t{v->size} * e.slots * e.dim);
     }
   }
 #elif SATRAP_FUZZ_PAYLOAD == 5
