@@ -3,6 +3,8 @@
 #include "models/embedding/embedding_snapshot.hpp"
 #include "runtime/actor_meter.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+#include "models/assert.hpp"
 #include "runtime/partition_map.hpp"
 #include "satrap_schemas/step.capnp.h"
 
@@ -20,35 +22,44 @@ struct shard_state {
   static inline const char* name = "embedding_shard";
 };
 
+// A request that did not decode: logged, and answered with the decoder's error.
+caf::error shard_refuse(const shard_state& st, const char* what, const caf::error& e) {
+  spdlog::error("shard_bad_request shard={} request={} error=\"{}\"", st.config.shard, what,
+                error_text(e));
+  return make_error(errc::invalid_payload,
+                    "shard " + std::to_string(st.config.shard) + ": " + error_text(e));
+}
+
 // The rows are written by the store straight into the reply's Data blob, which lies inside the
 // payload's own buffer (payload_builder): no scratch rows, no flattening copy.
-capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
-  payload_reader reader(request);
-  auto req = reader.root<schema::LookupRequest>();
-  auto ids = data_view<uint64_t>(req.getIds());
+caf::result<capnp_payload> shard_lookup(shard_state& st, const capnp_payload& request) {
+  auto req = decode_lookup_request(request);
+  if (!req)
+    return shard_refuse(st, "lookup", req.error());
+  auto ids = req->ids;
   auto dim = static_cast<size_t>(st.config.embedding.dim);
   auto row_bytes = ids.size() * dim * sizeof(float);
   payload_builder mb(payload_builder::words_for(2, 1, {row_bytes}), row_bytes);
   auto out = mb.initRoot<schema::EmbeddingRows>();
-  out.setBatch(req.getBatch());
+  out.setBatch(req->batch);
   out.setDim(static_cast<uint32_t>(dim));
   auto* rows = reinterpret_cast<float*>(out.initRows(row_bytes).begin());
-  if (req.getReadOnly())
+  if (req->read_only)
     st.table->peek(ids, rows);
   else
     st.table->lookup(ids, rows);
   st.stats.lookups += static_cast<int64_t>(ids.size());
+  SATRAP_ASSERT(st.table->options().capacity == 0 || st.table->size() <= st.table->options().capacity,
+                "rows={} capacity={}", st.table->size(), st.table->options().capacity);
   return mb.finish();
 }
 
-int64_t shard_update(shard_state& st, const capnp_payload& request) {
-  payload_reader reader(request);
-  auto req = reader.root<schema::EmbeddingGradients>();
-  auto ids = data_view<uint64_t>(req.getIds());
-  auto grads = data_view<float>(req.getGrads());
-  assert(req.getDim() == static_cast<uint32_t>(st.config.embedding.dim));
-  assert(grads.size() == ids.size() * req.getDim());
-  st.table->update(ids, grads.data());
+caf::result<int64_t> shard_update(shard_state& st, const capnp_payload& request) {
+  auto req = decode_embedding_gradients(request, static_cast<uint32_t>(st.config.embedding.dim));
+  if (!req)
+    return shard_refuse(st, "update", req.error());
+  auto ids = req->ids;
+  st.table->update(ids, req->grads.data());
   st.stats.updates += static_cast<int64_t>(ids.size());
   return static_cast<int64_t>(ids.size());
 }

@@ -3,6 +3,7 @@
 #include "actors/job_data_opener.hpp"
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <spdlog/spdlog.h>
@@ -179,12 +180,14 @@ job_result summarize(supervisor_state& st) {
   r.samples = st.committed_samples;
   auto base = r.step_losses.size();
   for (auto& rep : st.reports) {
-    payload_reader reader(rep.eval);
-    auto ev = reader.root<schema::EvalResult>();
-    for (auto [src, dst] : {std::pair{ev.getLogits(), &logits}, {ev.getLabels(), &labels},
-                            {ev.getProbs(), &probs}}) {
-      auto v = data_view<float>(src);
-      dst->insert(dst->end(), v.begin(), v.end());
+    if (auto ev = decode_eval_result(rep.eval)) {
+      for (auto [v, dst] : {std::pair{ev->logits, &logits}, {ev->labels, &labels},
+                            {ev->probs, &probs}})
+        dst->insert(dst->end(), v.begin(), v.end());
+    } else {  // reported with the result, not dropped: its predictions are left out of the AUC
+      spdlog::error("job_bad_eval_result rank={} error=\"{}\"", rep.rank, error_text(ev.error()));
+      st.failures.push_back("trainer " + std::to_string(rep.rank)
+                            + ": test predictions left out: " + error_text(ev.error()));
     }
     r.samples += rep.samples;
     r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);

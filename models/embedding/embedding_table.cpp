@@ -1,4 +1,5 @@
 #include "models/embedding/embedding_table.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -25,7 +26,7 @@ embedding_table::embedding_table(const embedding_options& options)
       slabs_(layout_.stride, row_slabs::rows_per_slab(layout_.stride, options.capacity)),
       coin_(options.seed ^ 0xa0761d6478bd642fULL),
       scratch_(static_cast<size_t>(options.dim)) {
-  assert(options.dim > 0 && options.capacity < row_index::npos);
+  SATRAP_ASSERT(options.dim > 0 && options.capacity < row_index::npos);
   if (options.admission == admission_kind::count_min)
     sketch_.emplace_back(options.sketch_width, options.sketch_depth, options.seed);
 }
