@@ -61,7 +61,8 @@ void jobs_save(const admin_state& st);
 void jobs_load(admin_state& st);
 
 // Renderings (admin_render.cpp).
-std::string render_status(const admin_state& st);
+// `now` is the admin's actor clock (heartbeat ages).
+std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now);
 std::string render_metrics(const admin_state& st);
 
 int64_t now_ms();
