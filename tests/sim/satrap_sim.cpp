@@ -161,6 +161,7 @@ struct sim_run {
   std::vector<std::string> broken;  // invariants broken, with details
   std::vector<std::string> injected;  // what the injector did
   uint64_t trace_digest = 0;
+  bool reference_checked = false;
 };
 
 void say(sim_run& run, const std::string& what, int64_t step, int64_t now_ms) {
@@ -229,10 +230,10 @@ std::vector<fault> draw_faults(sim_rng& rng) {
     f.node = static_cast<int32_t>(rng.below(sim_nodes));
     switch (f.kind) {
       case fault::crash: f.nth = 1 + static_cast<int64_t>(rng.below(60)); break;
-      case fault::stall: f.nth = static_cast<int64_t>(rng.below(3000)); f.length_ms = 100 + static_cast<int64_t>(rng.below(20000)); break;
+      case fault::stall: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(20000)); break;
       case fault::cut: break;
-      case fault::loss: f.nth = static_cast<int64_t>(rng.below(3000)); f.length_ms = 500 + static_cast<int64_t>(rng.below(8000)); break;
-      case fault::pause: f.nth = static_cast<int64_t>(rng.below(3000)); f.length_ms = 100 + static_cast<int64_t>(rng.below(3500)); break;
+      case fault::loss: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 500 + static_cast<int64_t>(rng.below(8000)); break;
+      case fault::pause: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(3500)); break;
     }
     out.push_back(f);
   }
@@ -482,6 +483,17 @@ class simulation {
         std::rotate(sched_.jobs.begin(), sched_.jobs.begin() + static_cast<long>(pick),
                     sched_.jobs.begin() + static_cast<long>(pick) + 1);
       auto* a = role_actor(job);
+      if (dump_)
+        std::fprintf(dump_, "pick %lld %s %d jobs=%zu t=%lld\n", (long long)run_.sim_steps,
+                     a ? a->role.c_str() : "other", a ? a->index : -1, sched_.jobs.size(),
+                     (long long)now_ms());
+      if (dump_) {
+        for (auto* j : sched_.jobs) {
+          auto* x = role_actor(j);
+          std::fprintf(dump_, "   job %s %d %s\n", x ? x->role.c_str() : "other", x ? x->index : -1,
+                       x ? "" : typeid(*j).name());
+        }
+      }
       if (a) {
         d.add(a->role);
         d.add(static_cast<uint64_t>(a->index));
@@ -588,11 +600,22 @@ class simulation {
   std::map<caf::resumable*, size_t> by_job_;
   std::map<caf::actor_id, int64_t> stalled_until_;
   int64_t start_ms_ = 0;
+  FILE* dump_ = std::getenv("SATRAP_SIM_DUMP") ? std::fopen(std::getenv("SATRAP_SIM_DUMP"), "a")
+                                                : nullptr;
+
+ public:
+  ~simulation() {
+    if (dump_)
+      std::fclose(dump_);
+  }
 };
 
-class sim_config : public satrap_config {
+// satrap's types, without the io module: the middleman's threads would interleave with the
+// simulation (nothing here goes over a network).
+class sim_config : public caf::actor_system_config {
  public:
   sim_config() {
+    register_types(*this);
     set("scheduler.policy", caf::atom("testing"));
     set("logger.verbosity", caf::atom("quiet"));
     set("logger.console", caf::atom("none"));
@@ -650,6 +673,7 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
       run.broken.push_back("ended: the job FAILED with no fault injected: " + run.failure);
   }
   if (run.result && run.spec.training.staleness == 0 && run.spec.placement.trainers == 1) {
+    run.reference_checked = true;
     auto want = reference_losses(run.spec);
     auto& got = run.result->step_losses;
     if (got.size() != want.size()) {
@@ -747,11 +771,22 @@ int main(int argc, char** argv) {
     }
     rc = rc || !a.broken.empty();
   } else {
-    int64_t failures = 0, steps = 0;
+    int64_t failures = 0, steps = 0, injected = 0, restarts = 0, failed = 0, succeeded = 0,
+            checkpoints = 0, replayed = 0, reference = 0;
     std::string first_failure = "none";
     for (int64_t s = first; s < first + seeds; ++s) {
       auto r = run_seed(static_cast<uint64_t>(s), false, work);
       steps += r.sim_steps;
+      injected += static_cast<int64_t>(r.injected.size());
+      reference += r.reference_checked;
+      if (r.result) {
+        ++succeeded;
+        restarts += r.result->restarts;
+        checkpoints += r.result->checkpoints;
+        replayed += r.result->batches_replayed;
+      } else if (r.ended) {
+        ++failed;
+      }
       if (!r.broken.empty()) {
         ++failures;
         if (first_failure == "none")
@@ -759,6 +794,10 @@ int main(int argc, char** argv) {
         print_run(r);
       }
     }
+    std::printf("jobs_succeeded=%lld jobs_failed=%lld faults_injected=%lld restarts=%lld "
+                "checkpoints=%lld batches_replayed=%lld reference_checked=%lld\n",
+                (long long)succeeded, (long long)failed, (long long)injected, (long long)restarts,
+                (long long)checkpoints, (long long)replayed, (long long)reference);
     std::printf("seeds=%lld failures=%lld first_failure=%s sim_steps=%lld\n", (long long)seeds,
                 (long long)failures, first_failure.c_str(), (long long)steps);
     rc = failures > 0;
