@@ -162,6 +162,7 @@ struct sim_run {
   std::vector<std::string> injected;  // what the injector did
   uint64_t trace_digest = 0;
   bool reference_checked = false;
+  bool ledger_unreadable = false;  // the final shards' node was lost after the job's result
 };
 
 void say(sim_run& run, const std::string& what, int64_t step, int64_t now_ms) {
@@ -554,6 +555,19 @@ class simulation {
     for (int i = 0; i < 100000 && stats->size() < final_shards.size(); ++i)
       if (!sched_.try_run_once())
         break;
+    if (stats->size() != final_shards.size() || final_shards.empty()) {
+      // A node lost after the supervisor had its result (its shards gone with it) leaves
+      // nothing to read; the job itself was done. Counted, not a failure.
+      bool lost_after = false;
+      for (auto& [index, actor] : final_shards)
+        for (auto& a : actors_)
+          if (a.actor == actor && !nodes_[static_cast<size_t>(a.node)].up)
+            lost_after = true;
+      if (lost_after) {
+        run_.ledger_unreadable = true;
+        return;
+      }
+    }
     if (stats->size() != static_cast<size_t>(run_.spec.placement.shards)) {
       run_.broken.push_back("exactly_once: only " + std::to_string(stats->size())
                             + " final shards answered");
@@ -772,13 +786,14 @@ int main(int argc, char** argv) {
     rc = rc || !a.broken.empty();
   } else {
     int64_t failures = 0, steps = 0, injected = 0, restarts = 0, failed = 0, succeeded = 0,
-            checkpoints = 0, replayed = 0, reference = 0;
+            checkpoints = 0, replayed = 0, reference = 0, unreadable = 0;
     std::string first_failure = "none";
     for (int64_t s = first; s < first + seeds; ++s) {
       auto r = run_seed(static_cast<uint64_t>(s), false, work);
       steps += r.sim_steps;
       injected += static_cast<int64_t>(r.injected.size());
       reference += r.reference_checked;
+      unreadable += r.ledger_unreadable;
       if (r.result) {
         ++succeeded;
         restarts += r.result->restarts;
@@ -795,9 +810,11 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("jobs_succeeded=%lld jobs_failed=%lld faults_injected=%lld restarts=%lld "
-                "checkpoints=%lld batches_replayed=%lld reference_checked=%lld\n",
+                "checkpoints=%lld batches_replayed=%lld reference_checked=%lld "
+                "ledgers_unreadable=%lld\n",
                 (long long)succeeded, (long long)failed, (long long)injected, (long long)restarts,
-                (long long)checkpoints, (long long)replayed, (long long)reference);
+                (long long)checkpoints, (long long)replayed, (long long)reference,
+                (long long)unreadable);
     std::printf("seeds=%lld failures=%lld first_failure=%s sim_steps=%lld\n", (long long)seeds,
                 (long long)failures, first_failure.c_str(), (long long)steps);
     rc = failures > 0;
