@@ -28,6 +28,7 @@
 //   staleness       - no shard saw an update of a step more than `staleness` steps behind a lookup;
 //   reference_loss  - at staleness 0 with one trainer, the loss trajectory equals the plain
 //                     reference loop (models/reference_trainer), faults or not;
+//   result          - the result reports as many restarts as the supervisor began;
 //   replay          - (--seed) a second run of the seed gives the same trace digest.
 //
 // Usage: satrap_sim --seeds N [--first S]   runs seeds S..S+N-1 and ends with
@@ -97,6 +98,7 @@ struct digest {
 
 struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex> {
   int64_t staleness_violations = 0;
+  int64_t restarts = 0;  // job_restarting events
   std::vector<std::string> errors;
   bool echo = false;
 
@@ -105,6 +107,8 @@ struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex
     std::string text(msg.payload.data(), msg.payload.size());
     if (text.rfind("staleness_violated", 0) == 0)
       ++staleness_violations;
+    if (text.rfind("job_restarting", 0) == 0)
+      ++restarts;
     if (msg.level >= spdlog::level::err && errors.size() < 20)
       errors.push_back(text);
     if (echo)
@@ -538,43 +542,26 @@ class simulation {
     }
   }
 
-  // The final shards (the newest of each index still alive) answer with their audit ledgers.
+  // The final shards' statistics (with their audit ledgers) come with the job's result.
   void check_ledgers() {
-    std::map<int32_t, caf::actor> final_shards;
-    for (auto& a : actors_)
-      if (a.role == "embedding_shard" && a.actor)
-        final_shards[a.index] = a.actor;
-    auto stats = std::make_shared<std::map<int32_t, shard_stats>>();
-    for (auto& [index, actor] : final_shards) {
-      auto shard = caf::actor_cast<embedding_shard_actor>(actor);
-      sys_.spawn([shard, stats, index = index](caf::event_based_actor* self) {
-        self->request(shard, caf::infinite, stats_atom::value)
-          .then([stats, index](shard_stats& s) { (*stats)[index] = std::move(s); });
-      });
+    auto& shards = run_.result->shards;
+    if (shards.size() != static_cast<size_t>(run_.spec.placement.shards)) {
+      run_.broken.push_back("exactly_once: the result has statistics of " + std::to_string(shards.size())
+                            + " shards, the job has " + std::to_string(run_.spec.placement.shards));
+      return;
     }
-    for (int i = 0; i < 100000 && stats->size() < final_shards.size(); ++i)
-      if (!sched_.try_run_once())
-        break;
-    if (stats->size() != final_shards.size() || final_shards.empty()) {
-      // A node lost after the supervisor had its result (its shards gone with it) leaves
-      // nothing to read; the job itself was done. Counted, not a failure.
-      bool lost_after = false;
-      for (auto& [index, actor] : final_shards)
-        for (auto& a : actors_)
-          if (a.actor == actor && !nodes_[static_cast<size_t>(a.node)].up)
-            lost_after = true;
-      if (lost_after) {
+    for (auto& s : shards)
+      if (s.shard < 0) {
+        // A shard lost after training ended: the result stands, its ledger is gone. Counted.
         run_.ledger_unreadable = true;
         return;
       }
-    }
-    if (stats->size() != static_cast<size_t>(run_.spec.placement.shards)) {
-      run_.broken.push_back("exactly_once: only " + std::to_string(stats->size())
-                            + " final shards answered");
-      return;
-    }
+    std::map<int32_t, const shard_stats*> stats;
+    for (auto& s : shards)
+      stats[s.shard] = &s;
     std::map<int64_t, int32_t> covered;
-    for (auto& [index, s] : *stats) {
+    for (auto& [index, sp] : stats) {
+      auto& s = *sp;
       if (s.staleness_violations > 0)
         run_.broken.push_back("staleness: shard " + std::to_string(index) + " counted "
                               + std::to_string(s.staleness_violations) + " violations");
@@ -680,6 +667,10 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
     run.broken.push_back("staleness: " + std::to_string(sink->staleness_violations)
                          + " staleness_violated events (all generations)");
   bool faulted = !run.faults.empty();
+  if (run.result && run.result->restarts != sink->restarts)
+    run.broken.push_back("result: the supervisor began " + std::to_string(sink->restarts)
+                         + " recoveries, the result reports " + std::to_string(run.result->restarts)
+                         + " (a recovery raced the end of the job)");
   if (run.ended && !run.result) {
     if (run.failure.empty())
       run.broken.push_back("ended: the job FAILED without a reason");
