@@ -52,6 +52,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -201,6 +202,19 @@ job_spec sim_job(sim_rng& rng, const std::string& ckpt_dir) {
   spec.checkpoint.full_every = 2;
   spec.supervision.max_restarts = 4;
   return spec;
+}
+
+// Drawn from a stream of their own, so that adding them kept the jobs and faults of the
+// regression seeds: timed checkpoints, and timeouts short enough that a stall can hit them.
+void sim_timing(uint64_t seed, job_spec& spec) {
+  sim_rng rng{seed ^ 0x5EEDF00DBA5Eull};
+  spec.checkpoint.every_seconds = std::array<int32_t, 3>{0, 0, 1}[rng.below(3)];
+  auto& t = spec.timing;
+  t.trainer_request_timeout_ms = 2000 + static_cast<int64_t>(rng.below(20000));
+  t.shard_request_timeout_ms = 1000 + static_cast<int64_t>(rng.below(10000));
+  t.hold_timeout_ms = 1000 + static_cast<int64_t>(rng.below(10000));
+  t.spawn_timeout_ms = 2000 + static_cast<int64_t>(rng.below(10000));
+  t.replan_delay_ms = static_cast<int64_t>(rng.below(3000));
 }
 
 manifest sim_manifest() {
@@ -365,8 +379,8 @@ class simulation {
       if (f.done || f.nth > run_.sim_steps)
         continue;
       if (f.kind == fault::stall) {
-        for (auto& a : actors_)
-          if (a.actor && a.role == f.role && a.index == f.index) {
+        for (auto it = actors_.rbegin(); it != actors_.rend(); ++it)  // the newest such actor
+          if (auto& a = *it; a.actor && a.role == f.role && a.index == f.index) {
             stalled_until_[a.actor.id()] = now_ms() + f.length_ms;
             say(run_, f.text(), run_.sim_steps, now_ms());
             f.done = true;
@@ -646,6 +660,7 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
   fs::remove_all(dir, ec);
   run.spec = sim_job(rng, dir.string());
   run.faults = draw_faults(rng);
+  sim_timing(seed, run.spec);
   if (auto err = job_spec_finalize(run.spec)) {
     run.broken.push_back("setup: " + error_text(err));
     return run;
@@ -702,10 +717,10 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
 void print_run(const sim_run& run) {
   auto& s = run.spec;
   std::printf("seed=%llu trainers=%d staleness=%d aggregators=%d loaders=%d checkpoint_every=%lld "
-              "faults=%zu\n",
+              "checkpoint_every_s=%d faults=%zu\n",
               (unsigned long long)run.seed, s.placement.trainers, s.training.staleness,
               s.placement.aggregators, s.placement.loaders, (long long)s.checkpoint.every_steps,
-              run.faults.size());
+              s.checkpoint.every_seconds, run.faults.size());
   for (auto& f : run.faults)
     std::printf("  fault: %s\n", f.text().c_str());
   for (auto& i : run.injected)
