@@ -14,7 +14,8 @@
 //   cut     - a shard crashes on the snapshot request of a checkpoint cut;
 //   loss    - a node is lost: its agent and every actor it spawned end as unreachable, its
 //             heartbeats stop; it comes back (a new process) some seconds later;
-//   pause   - a node's heartbeats stop for a while shorter than the heartbeat timeout.
+//   pause   - a node's heartbeats stop for a while (past the heartbeat timeout the admin calls it
+//             dead while its actors run on: a recovery in that time re-places without it).
 // Not simulated: dropping a single reply (CAF's transport does not lose single messages: a lost
 // connection ends every actor behind it, which `loss` covers), a restart of the head (the admin's
 // job table lives on disk and the cluster tests cover it).
@@ -252,7 +253,7 @@ std::vector<fault> draw_faults(sim_rng& rng) {
       case fault::stall: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(20000)); break;
       case fault::cut: break;
       case fault::loss: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 500 + static_cast<int64_t>(rng.below(8000)); break;
-      case fault::pause: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(3500)); break;
+      case fault::pause: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(8000)); break;
     }
     out.push_back(f);
   }
