@@ -29,7 +29,7 @@ struct node_agent_config {
   bool audit = false;          // shards keep an audit ledger (embedding_shard_config::audit)
   // Called with every actor this agent spawns (its role and index): the simulator (tests/sim/)
   // uses it to know which actors a simulated node loses with its agent. Empty in `satrap`.
-  std::function<void(const caf::actor&, const char* role, int32_t index)> on_spawn;
+  std::function<void(const caf::actor&, const char* role, int32_t index)> on_spawn{};
 };
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_config& config);
