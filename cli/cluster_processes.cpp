@@ -158,7 +158,7 @@ int cluster_commands::run_head() {
   satrap_config cfg;
   cluster_config_setup(cfg);
   caf::actor_system sys{cfg};
-  admin_config ac{*m, satrap_version, token, dir};
+  admin_config ac{*m, satrap_version, token, dir, m->timing};
   auto admin = spawn_admin(sys, ac);
   auto port = sys.middleman().publish(admin, m->head.port, nullptr, true);
   if (!port) {
@@ -224,7 +224,7 @@ int cluster_commands::run_node() {
       continue;
     }
     bool refused = false, joined = false;
-    self->request(*admin, std::chrono::seconds(10), register_atom::value,
+    self->request(*admin, ms(m->timing.register_timeout_ms), register_atom::value,
                   node_info{m->cluster, satrap_version, spec->name, agent})
       .receive(
         [&](std::string&) {
@@ -253,7 +253,7 @@ int cluster_commands::run_node() {
     while (!head_down) {
       self->send(*admin, heartbeat_atom::value, spec->name, meters_snapshot());
       self->receive([&](caf::down_msg&) { head_down = true; },
-                    caf::after(std::chrono::milliseconds(1000)) >> [] {});
+                    caf::after(ms(m->timing.heartbeat_interval_ms)) >> [] {});
       if (wait_for_stop_signal(0))
         std::_Exit(0);
     }

@@ -17,7 +17,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 asan_status=0
 if [ "$sanitize" = 1 ]; then
   # Lean: only the test programs (and the corpus replays) are built; no CUDA, no CLI.
-  asan_targets=(satrap_models_test satrap_actors_test)
+  asan_targets=(satrap_models_test satrap_actors_test satrap_sim)
   asan_labels=${SATRAP_ASAN_LABELS:-unit|sim}
   asan_dir="$root/build-asan"
   started=$(date +%s)

@@ -360,6 +360,30 @@ std::vector<job_field> make_fields() {
                      supervision.max_restarts, 0, 1000),
     SATRAP_INT_FIELD("supervision.window_s", "", "restart intensity window, seconds",
                      supervision.window_s, 1, i32max),
+    // Timeouts and intervals (runtime/knobs.hpp says what each is for), milliseconds.
+    SATRAP_INT_FIELD("timing.spawn_timeout_ms", "", "a node agent spawning one actor, ms",
+                     timing.spawn_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.trainer_request_timeout_ms", "",
+                     "a trainer's request to a loader or an aggregator, ms",
+                     timing.trainer_request_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.shard_request_timeout_ms", "", "an aggregator's request to a shard, ms",
+                     timing.shard_request_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.restore_timeout_ms", "", "a shard restoring from a checkpoint, ms",
+                     timing.restore_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.dense_restore_timeout_ms", "",
+                     "a trainer restoring its dense state from a checkpoint, ms",
+                     timing.dense_restore_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.snapshot_timeout_ms", "", "a shard writing its checkpoint file, ms",
+                     timing.snapshot_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.hold_timeout_ms", "", "a trainer holding for a checkpoint cut, ms",
+                     timing.hold_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.stats_timeout_ms", "", "a shard's statistics at the end, ms",
+                     timing.stats_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.directory_timeout_ms", "", "the head listing live nodes, ms",
+                     timing.directory_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.replan_delay_ms", "",
+                     "pause after a failure before re-placing the job, ms",
+                     timing.replan_delay_ms, int64_t{0}, i64max),
   };
 }
 
@@ -425,7 +449,7 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
     return make_error(errc::invalid_config,
                       where(origin, root.Mark()) + ": expected a map of sections "
                                                    "(name, model, data, training, placement, checkpoint, "
-                                                   "supervision)");
+                                                   "supervision, timing)");
   try {
     return load_node(root, "", origin, spec);
   } catch (const YAML::Exception& e) {

@@ -1,7 +1,8 @@
 // The job spec: everything one training job needs, from a YAML job file and/or flags.
 // The same spec is what `satrap train` runs embedded and what the cluster accepts.
 //
-// A job file has the sections name, model, data, training, placement and checkpoint; every key is
+// A job file has the sections name, model, data, training, placement, checkpoint, supervision
+// and timing; every key is
 // listed by job_fields() (and in the README). Unknown keys and bad values are errors naming
 // file:line:column, the key and what was expected. Flags given beside --job override the file.
 // Threading: plain values and pure functions.
@@ -14,6 +15,7 @@
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
+#include "runtime/knobs.hpp"
 
 #include <caf/error.hpp>
 
@@ -101,6 +103,7 @@ struct job_spec {
   placement_spec placement;
   checkpoint_spec checkpoint;
   supervision_spec supervision;
+  job_timing timing;                    // timeouts and intervals (runtime/knobs.hpp)
 };
 
 // The defaults of `satrap train`: the tuned defaults of the reference run.

@@ -123,6 +123,27 @@ struct loader {
     return get_int(h, "status_port", "head", out.status_port, 1, 65535, true);
   }
 
+  caf::error load_timing(const YAML::Node& t, cluster_timing& out) const {
+    if (!t.IsMap())
+      return fail(t, "timing: expected a map of timeouts in milliseconds (runtime/knobs.hpp)");
+    if (auto e = check_keys(t, "timing", {"heartbeat_interval_ms", "heartbeat_timeout_ms",
+                                          "admin_tick_ms", "register_timeout_ms"}))
+      return e;
+    constexpr int64_t hi = int64_t{1} << 40;
+    for (auto [key, ptr] : {std::pair{"heartbeat_interval_ms", &out.heartbeat_interval_ms},
+                            {"heartbeat_timeout_ms", &out.heartbeat_timeout_ms},
+                            {"admin_tick_ms", &out.admin_tick_ms},
+                            {"register_timeout_ms", &out.register_timeout_ms}})
+      if (auto e = get_int(t, key, "timing", *ptr, int64_t{1}, hi, false))
+        return e;
+    if (out.heartbeat_timeout_ms <= out.heartbeat_interval_ms)
+      return fail(t, "timing.heartbeat_timeout_ms (" + std::to_string(out.heartbeat_timeout_ms)
+                       + ") must exceed timing.heartbeat_interval_ms ("
+                       + std::to_string(out.heartbeat_interval_ms)
+                       + "): every node would be declared dead between two heartbeats");
+    return caf::none;
+  }
+
   caf::error load_resources(const YAML::Node& r, const std::string& where,
                             node_resources& out) const {
     if (auto e = check_keys(r, where, {"cores", "memory", "gpus"}))
@@ -190,8 +211,11 @@ struct loader {
   caf::error load(const YAML::Node& root, manifest& out) const {
     if (!root.IsMap())
       return fail(root, "expected a map with cluster, head and nodes");
-    if (auto e = check_keys(root, "", {"cluster", "head", "nodes"}))
+    if (auto e = check_keys(root, "", {"cluster", "head", "nodes", "timing"}))
       return e;
+    if (root["timing"])
+      if (auto e = load_timing(root["timing"], out.timing))
+        return e;
     if (auto e = get_string(root, "cluster", "manifest", out.cluster, true))
       return e;
     if (!root["head"])

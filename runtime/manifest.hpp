@@ -11,11 +11,14 @@
 //       port: 4711               # with count, node i listens on port + i
 //       resources: {cores: 2, memory: 8GiB, gpus: 0}
 //       labels: {tier: cpu}
+//   timing: {heartbeat_interval_ms: 1000, heartbeat_timeout_ms: 5000}   # optional; knobs.hpp
 //
 // Memory takes a byte count or a number with a unit: KB MB GB TB (powers of 1000) or KiB MiB
 // GiB TiB (powers of 1024).
 // Threading: plain values and pure functions.
 #pragma once
+
+#include "runtime/knobs.hpp"
 
 #include <caf/error.hpp>
 
@@ -50,6 +53,7 @@ struct manifest {
   std::string cluster;          // nodes refuse to join a cluster of another name
   head_spec head;
   std::vector<node_spec> nodes;
+  cluster_timing timing;        // optional `timing:` section (runtime/knobs.hpp)
 };
 
 caf::error manifest_load_text(const std::string& text, const std::string& origin, manifest& out);

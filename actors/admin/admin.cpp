@@ -41,8 +41,8 @@ job_record* find_job(admin_state& st, const std::string& id) {
 namespace {
 
 using self_ptr = admin_actor::stateful_pointer<admin_state>;
-using std::chrono::steady_clock;
-constexpr auto tick_interval = std::chrono::milliseconds(500);
+
+std::chrono::milliseconds tick_interval(const admin_state& st) { return ms(st.config.timing.admin_tick_ms); }
 
 void try_start(self_ptr self);
 
@@ -82,7 +82,7 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
   auto& entry = st.nodes[info.name];
   entry.info = info;
   entry.alive = true;
-  entry.last_heartbeat = steady_clock::now();
+  entry.last_heartbeat = self->clock().now();
   self->monitor(info.agent);
   spdlog::info("node_joined name={}", info.name);
   try_start(self);
@@ -91,14 +91,14 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  auto now = steady_clock::now();
+  auto now = self->clock().now();
   for (auto& [name, n] : st.nodes)
-    if (n.alive && now - n.last_heartbeat > std::chrono::milliseconds(st.config.heartbeat_timeout_ms)) {
+    if (n.alive && now - n.last_heartbeat > ms(st.config.timing.heartbeat_timeout_ms)) {
       n.alive = false;
       spdlog::warn("node_lost name={} reason=heartbeat_timeout", name);
     }
   try_start(self);
-  self->delayed_send(self, tick_interval, heartbeat_atom::value);
+  self->delayed_send(self, tick_interval(self->state), heartbeat_atom::value);
 }
 
 void on_down(self_ptr self, const caf::down_msg& dm) {
@@ -161,7 +161,7 @@ void try_start(self_ptr self) {
     caf::anon_send(admin, progress_atom::value, id, p);
   };
   r.supervisor = spawn_job_supervisor(self->system(), c);
-  r.last_progress = steady_clock::now();
+  r.last_progress = self->clock().now();
   st.running = std::move(r);
   it->state = job_state::running;
   it->started_ms = now_ms();
@@ -235,7 +235,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   auto* j = find_job(st, id);
   if (!j || !st.running || st.running->id != id)
     return;
-  auto now = steady_clock::now();
+  auto now = self->clock().now();
   auto& r = *st.running;
   if (p.steps > r.last_steps) {
     auto secs = std::chrono::duration<double>(now - r.last_progress).count();
@@ -256,14 +256,14 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
     jobs_load(st);
     jobs_save(st);
     self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
-    self->delayed_send(self, tick_interval, heartbeat_atom::value);
+    self->delayed_send(self, tick_interval(self->state), heartbeat_atom::value);
     return {
       [self](register_atom, node_info& info) { return on_register(self, info); },
       [self](heartbeat_atom, const std::string& name, std::vector<actor_stat>& actors) {
         auto it = self->state.nodes.find(name);
         if (it == self->state.nodes.end())
           return;
-        auto now = steady_clock::now();
+        auto now = self->clock().now();
         auto secs = std::chrono::duration<double>(now - it->second.last_heartbeat).count();
         std::vector<node_entry::actor_row> rows;
         for (auto& a : actors) {
@@ -314,7 +314,7 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
           }
         return caf::make_result(std::move(names), std::move(agents));
       },
-      [self](status_atom) { return render_status(self->state); },
+      [self](status_atom) { return render_status(self->state, self->clock().now()); },
       [self](metrics_atom) { return render_metrics(self->state); },
       [self](progress_atom, const std::string& id, const job_progress& p) {
         on_progress(self, id, p);

@@ -13,6 +13,7 @@
 // checkpoint(token, id) asks the running job for a checkpoint now.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint.
+// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives it.
 // Threading: an actor; the HTTP thread talks to it with requests.
 #pragma once
 
@@ -20,6 +21,7 @@
 #include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/actor_meter.hpp"
+#include "runtime/knobs.hpp"
 #include "runtime/manifest.hpp"
 
 #include <caf/actor_system.hpp>
@@ -125,7 +127,7 @@ struct admin_config {
   std::string version;              // nodes must run the same satrap version
   std::string token;                // needed to submit and cancel
   std::string state_dir;            // jobs.json lives here ("" = not persisted)
-  int64_t heartbeat_timeout_ms = 5000;  // a node without heartbeats this long is dead
+  cluster_timing timing;            // heartbeat timeout, tick (runtime/knobs.hpp; the manifest's)
 };
 
 admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config);

@@ -18,10 +18,10 @@ void latency_histogram::observe(double seconds, int64_t times) {
 
 namespace {
 
-nlohmann::json node_json(const admin_state& st, const node_spec& spec, const actor_demand& used) {
+nlohmann::json node_json(const admin_state& st, const node_spec& spec, const actor_demand& used,
+                         std::chrono::steady_clock::time_point now) {
   auto it = st.nodes.find(spec.name);
   bool joined = it != st.nodes.end();
-  auto now = std::chrono::steady_clock::now();
   nlohmann::json j = {
     {"name", spec.name},
     {"host", spec.host},
@@ -44,7 +44,7 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
 
 }  // namespace
 
-std::string render_status(const admin_state& st) {
+std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now) {
   auto& m = st.config.cluster;
   std::map<std::string, actor_demand> used;
   nlohmann::json actors = nlohmann::json::array();
@@ -79,7 +79,7 @@ std::string render_status(const admin_state& st) {
                         {"actors", actors},
                         {"jobs", nlohmann::json::array()}};
   for (auto& n : m.nodes)
-    doc["nodes"].push_back(node_json(st, n, used[n.name]));
+    doc["nodes"].push_back(node_json(st, n, used[n.name], now));
   for (auto& j : st.jobs)
     doc["jobs"].push_back(job_record_json(j));
   return doc.dump();

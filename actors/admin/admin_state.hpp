@@ -63,7 +63,8 @@ void job_apply_progress(job_record& j, const job_progress& p);
 void jobs_load(admin_state& st);
 
 // Renderings (admin_render.cpp).
-std::string render_status(const admin_state& st);
+// `now` is the admin's actor clock (heartbeat ages).
+std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now);
 std::string render_metrics(const admin_state& st);
 
 int64_t now_ms();

@@ -55,7 +55,7 @@ void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
   auto gen = st.generation;
   for (int32_t i = 0; i < count; ++i) {
     auto node = node_index(where, static_cast<size_t>(i));
-    self->request(st.config.nodes[node], st.config.spawn_timeout, spawn_atom::value, role,
+    self->request(st.config.nodes[node], ms(st.config.spec.timing.spawn_timeout_ms), spawn_atom::value, role,
                   st.job_yaml, i, xs...)
       .then(
         [self, &out, i, left, next, gen, node](Handle& h) {
@@ -114,10 +114,11 @@ void restore_and_start(self_ptr self, uint64_t gen) {
   };
   auto root = checkpoint_embedding_root(st.ckpt_dir);
   for (auto& s : st.shards)
-    self->request(s, std::chrono::minutes(10), restore_atom::value, root, meta.embedding_sequence)
+    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
+                  meta.embedding_sequence)
       .then([rows, one_done](int64_t n) { *rows += n; one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, std::chrono::minutes(1), restore_atom::value, *dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, *dense)
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
@@ -154,7 +155,7 @@ void on_progress(self_ptr self, const progress_report& r) {
   st.loss_samples += r.samples;
   if (rank != 0 || !st.config.observer)
     return;
-  auto secs = std::chrono::duration<double>(clock_type::now() - st.started).count();
+  auto secs = std::chrono::duration<double>(self->clock().now() - st.started).count();
   auto& p = st.progress;
   p.steps = *std::min_element(st.trainer_steps.begin(), st.trainer_steps.end());
   p.samples_per_sec = secs > 0 ? static_cast<double>(p.samples) / secs : 0.0;
@@ -170,7 +171,7 @@ void on_progress(self_ptr self, const progress_report& r) {
 
 // ---- results --------------------------------------------------------------------------------
 
-job_result summarize(supervisor_state& st) {
+job_result summarize(supervisor_state& st, clock_type::time_point now) {
   job_result r;
   std::vector<float> logits, labels, probs;
   auto& spec = st.config.spec;
@@ -203,8 +204,8 @@ job_result summarize(supervisor_state& st) {
   r.test_logloss = logloss_from_logits(logits, labels);
   r.test_samples = static_cast<int64_t>(labels.size());
   r.data_skipped = st.data.skipped;
-  r.train_seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
-  r.samples_per_sec = static_cast<double>(r.samples) / r.train_seconds;
+  r.train_seconds = std::chrono::duration<double>(now - st.started).count();
+  r.samples_per_sec = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
   r.restarts = st.progress.restarts;
   r.batches_replayed = st.progress.batches_replayed;
   r.checkpoints = st.progress.checkpoints;
@@ -212,26 +213,43 @@ job_result summarize(supervisor_state& st) {
   return r;
 }
 
+// Every trainer reported: the training and the evaluation are done. Reads each shard's
+// statistics, then delivers the result and stops the job. From here on a failure (a shard's node
+// lost, a statistics request timing out) does not restart the job: the result stands and only
+// that shard's statistics are missing (shards[i].shard == -1).
 void finish(self_ptr self) {
   auto& st = self->state;
+  st.finishing = true;
   std::sort(st.reports.begin(), st.reports.end(),
             [](auto& a, auto& b) { return a.rank < b.rank; });
-  auto result = std::make_shared<job_result>(summarize(st));
+  auto result = std::make_shared<job_result>(summarize(st, self->clock().now()));
+  result->shards.assign(st.shards.size(), shard_stats{});
+  for (auto& s : result->shards)
+    s.shard = -1;
   auto left = std::make_shared<size_t>(st.shards.size());
   auto gen = st.generation;
-  for (auto& shard : st.shards)
-    self->request(shard, std::chrono::seconds(30), stats_atom::value)
+  auto one_done = [self, result, left] {
+    if (--*left == 0) {
+      self->state.done->deliver(std::move(*result));
+      stop_job(self);  // a finished job leaves no actor behind
+    }
+  };
+  for (size_t i = 0; i < st.shards.size(); ++i)
+    self->request(st.shards[i], ms(st.config.spec.timing.stats_timeout_ms), stats_atom::value)
       .then(
-        [self, result, left](const shard_stats& s) {
+        [self, result, gen, i, one_done](shard_stats& s) {
+          if (gen != self->state.generation)
+            return;
           result->embedding_rows += s.rows;
           result->gradients_lost += s.not_admitted_gradients;
-          if (--*left == 0) {
-            self->state.done->deliver(std::move(*result));
-            stop_job(self);  // a finished job leaves no actor behind
-          }
+          result->shards[i] = std::move(s);
+          one_done();
         },
-        [self, gen](const caf::error& e) {
-          on_failure(self, gen, "reading shard statistics: " + error_text(e));
+        [self, gen, i, one_done](const caf::error& e) {
+          if (gen != self->state.generation)
+            return;
+          spdlog::warn("job_shard_statistics_lost shard={} error=\"{}\"", i, error_text(e));
+          one_done();
         });
 }
 
@@ -319,7 +337,7 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   auto& st = self->state;
   auto& spec = st.config.spec;
   st.done = self->make_response_promise<job_result>();
-  st.started = clock_type::now();
+  st.started = self->clock().now();
   st.intensity.emplace(spec.supervision.max_restarts, std::chrono::seconds(spec.supervision.window_s));
   if (st.config.nodes.empty()) {
     fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));

@@ -22,7 +22,7 @@
 
 namespace satrap::supervisor {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = std::chrono::steady_clock;  // time_points of the actor clock (self->clock())
 
 struct supervisor_state {
   job_supervisor_config config;
@@ -49,6 +49,7 @@ struct supervisor_state {
   std::set<std::string> lost_nodes;                 // nodes whose actors became unreachable
   std::optional<restart_intensity> intensity;
   bool recovering = false;
+  bool finishing = false;  // every trainer reported: failures no longer restart the job
   std::vector<std::string> failures;
   // Checkpoints.
   std::string ckpt_dir;                    // "" : none

@@ -66,8 +66,11 @@ caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml)
   return &(*e)->spec;
 }
 
-void log_spawn(self_ptr self, const char* role, int32_t index) {
+template <class Handle>
+void log_spawn(self_ptr self, const Handle& h, const char* role, int32_t index) {
   spdlog::debug("actor_spawned node={} role={} index={}", self->state.config.node, role, index);
+  if (self->state.config.on_spawn)
+    self->state.config.on_spawn(caf::actor_cast<caf::actor>(h), role, index);
 }
 
 caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spec,
@@ -77,7 +80,7 @@ caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spe
     return d->error();
   data_loader_config c{index, (*d)->source, spec.training.batch_size, std::move(aggs), spec.name};
   auto h = spawn_data_loader(self->system(), c);
-  log_spawn(self, "data_loader", index);
+  log_spawn(self, h, "data_loader", index);
   return h;
 }
 
@@ -92,8 +95,10 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
-        auto h = spawn_embedding_shard(self->system(), shard_config(**spec, index));
-        log_spawn(self, "embedding_shard", index);
+        auto c = shard_config(**spec, index);
+        c.audit = self->state.config.audit;
+        auto h = spawn_embedding_shard(self->system(), c);
+        log_spawn(self, h, "embedding_shard", index);
         return h;
       },
       [self](spawn_atom, aggregator_atom, const std::string& yaml, int32_t index,
@@ -103,7 +108,7 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
           return spec.error();
         auto h = spawn_gradient_aggregator(self->system(),
                                            aggregator_config(**spec, index, std::move(shards)));
-        log_spawn(self, "gradient_aggregator", index);
+        log_spawn(self, h, "gradient_aggregator", index);
         return h;
       },
       [self](spawn_atom, loader_atom, const std::string& yaml, int32_t index,
@@ -145,7 +150,7 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
                                                     std::move(aggs), std::move(sink)));
         if (!h)
           return h.error();
-        log_spawn(self, "dense_trainer", rank);
+        log_spawn(self, *h, "dense_trainer", rank);
         return *h;
       },
     };

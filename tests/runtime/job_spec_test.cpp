@@ -168,3 +168,19 @@ TEST_CASE("a spec that is not the canonical text of itself is refused on arrival
   REQUIRE_FALSE(r);
   CHECK(error_text(r.error()).find("does not read back") != std::string::npos);
 }
+
+TEST_CASE("the job's timing section sets the job knobs, travels in the YAML, and refuses unknown keys") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.timing.spawn_timeout_ms == 120000);  // runtime/knobs.hpp defaults
+  REQUIRE(job_spec_load_text("timing: {replan_delay_ms: 0, hold_timeout_ms: 2500}\n", "j.yaml",
+                             spec) == caf::none);
+  CHECK(spec.timing.replan_delay_ms == 0);
+  CHECK(spec.timing.hold_timeout_ms == 2500);
+  auto again = job_spec_defaults();  // what a node agent parses
+  REQUIRE(job_spec_load_text(job_spec_to_yaml(spec), "yaml", again) == caf::none);
+  CHECK(again.timing.hold_timeout_ms == 2500);
+  CHECK(again.timing.replan_delay_ms == 0);
+  CHECK(load_error("timing: {hold_timeout: 5}\n").find("unknown key 'timing.hold_timeout'")
+        != std::string::npos);
+  CHECK(load_error("timing: {spawn_timeout_ms: 0}\n").find("timing.spawn_timeout_ms") != std::string::npos);
+}

@@ -90,3 +90,23 @@ TEST_CASE("sizes parse with decimal and binary units") {
   CHECK(!parse_bytes("-1GB", b));
   CHECK(format_bytes(1536) == "1.5 KiB");
 }
+
+TEST_CASE("the manifest's timing section sets the cluster knobs; bad or unknown keys are errors") {
+  manifest m;
+  REQUIRE(manifest_load_text(good, "m.yaml", m) == caf::none);
+  CHECK(m.timing.heartbeat_interval_ms == 1000);  // runtime/knobs.hpp defaults
+  CHECK(m.timing.heartbeat_timeout_ms == 5000);
+  auto timed = std::string(good) + "timing: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 900}\n";
+  manifest t;
+  auto err = manifest_load_text(timed, "m.yaml", t);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(t.timing.heartbeat_interval_ms == 200);
+  CHECK(t.timing.heartbeat_timeout_ms == 900);
+  CHECK(t.timing.admin_tick_ms == 500);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval: 200}\n")
+          .find("unknown key") != std::string::npos);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_timeout_ms: 0}\n")
+          .find("timing.heartbeat_timeout_ms: expected an integer") != std::string::npos);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval_ms: 5000, heartbeat_timeout_ms: 5000}\n")
+          .find("must exceed timing.heartbeat_interval_ms") != std::string::npos);
+}
