@@ -39,7 +39,7 @@ class row_index {
   size_t home_of(uint64_t hash) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * buckets_n_) >> 64);
   }
-  void prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[home_of(hash)]); }
+  void prefetch(uint64_t hash) const { prefetch_line(&buckets_[home_of(hash)]); }
 
   uint32_t find(uint64_t id, uint64_t hash) const {  // npos when absent
     for (size_t b = home_of(hash);; b = next(b)) {
@@ -71,8 +71,8 @@ class row_index {
   }
   void prefetch_beyond_home(uint64_t hash) const {  // the next two buckets (most overflow is there)
     size_t b = next(home_of(hash));
-    __builtin_prefetch(&buckets_[b]);
-    __builtin_prefetch(&buckets_[next(b)]);
+    prefetch_line(&buckets_[b]);
+    prefetch_line(&buckets_[next(b)]);
   }
   // Inserts (id -> row), referenced; id must be absent. Grows when past max_load.
   void insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced = true);

@@ -54,13 +54,13 @@ class row_slabs {
   }
   void prefetch(uint32_t r) const {
     const auto* p = row(r);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + stride_ - 1);  // a row may straddle two cache lines
+    prefetch_line(p);
+    prefetch_line(p + stride_ - 1);  // a row may straddle two cache lines
   }
 
   bool changed(uint32_t r) const { return (changed_[r / 64] >> (r % 64)) & 1; }
   void set_changed(uint32_t r, bool on) { set_bit(changed_, r, on); }
-  void prefetch_changed(uint32_t r) const { __builtin_prefetch(&changed_[r / 64], 1); }
+  void prefetch_changed(uint32_t r) const { prefetch_line(&changed_[r / 64], true); }
   void clear_changed() { std::fill(changed_.begin(), changed_.end(), 0); }
 
   size_t stride() const { return stride_; }
