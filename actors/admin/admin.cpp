@@ -228,6 +228,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   j->checkpoint_step = p.checkpoint_step;
   if (!p.last_failure.empty())
     j->last_failure = p.last_failure;
+  history_record(st, *j);
 }
 
 }  // namespace
