@@ -24,6 +24,7 @@
   };
   const fmtNum = (x, d = 0) => (x == null || !isFinite(x) ? "–" : Number(x).toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }));
   const fmtRate = (x) => (x == null ? "–" : x >= 1e6 ? (x / 1e6).toFixed(2) + "M" : x >= 1e4 ? (x / 1e3).toFixed(1) + "k" : x.toFixed(0));
+  const fmtCompact = (x) => (x == null ? "–" : x >= 1e6 ? +(x / 1e6).toFixed(1) + "M" : x >= 1e3 ? +(x / 1e3).toFixed(1) + "k" : String(x));
   const fmtAge = (ms) => (ms == null ? "–" : ms < 1000 ? ms + " ms" : ms < 120000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms / 60000) + " min");
   const el = (tag, attrs = {}, ...kids) => {
     const e = document.createElement(tag);
@@ -74,21 +75,23 @@
     for (const n of s.nodes) {
       const state = n.alive ? "alive" : n.joined ? "dead" : "absent";
       alive += n.alive ? 1 : 0;
-      const labels = el("td");
-      for (const [k, v] of Object.entries(n.labels || {})) labels.append(el("span", { class: "label", text: k + "=" + v }));
+      const name = el("td", { title: n.host + ":" + n.port }, el("span", { class: "node-name", text: n.name }));
+      for (const [k, v] of Object.entries(n.labels || {})) name.append(el("span", { class: "label", text: k + "=" + v }));
       const mem = n.resources.memory_bytes;
       const used = n.used ? n.used.memory_bytes : null;
       const restarts = n.process_restarts ?? n.restarts;
       tb.append(el("tr", { class: state, "data-node": n.name, "data-state": state },
-        el("td", { text: n.name, title: n.host + ":" + n.port }),
-        labels,
+        name,
         el("td", { class: "state " + state, text: state === "absent" ? "not joined" : state }),
         el("td", { text: fmtAge(n.last_heartbeat_ms_ago) }),
         el("td", { class: "num", text: (n.used ? fmtNum(n.used.cores, 1) + " / " : "") + fmtNum(n.resources.cores) }),
         el("td", { class: "mem" }, used == null ? el("span", { text: fmtBytes(mem) }) : bar(mem ? used / mem : 0, fmtBytes(used) + " / " + fmtBytes(mem))),
         el("td", { class: "num", text: (n.used ? n.used.gpus + " / " : "") + n.resources.gpus }),
-        el("td", { class: "num", text: restarts == null ? "–" : String(restarts) })));
+        el("td", { class: "num restarts-col", text: restarts == null ? "–" : String(restarts) })));
     }
+    // Process restarts: a column only when the status reports them.
+    const anyRestarts = s.nodes.some((n) => (n.process_restarts ?? n.restarts) != null);
+    for (const c of document.querySelectorAll("#nodes .restarts-col")) c.hidden = !anyRestarts;
     $("#nodes-summary").textContent = alive + " of " + s.nodes.length + " alive";
   }
 
@@ -128,23 +131,11 @@
     for (const j of s.jobs.slice().reverse()) {
       const frac = j.steps_total ? j.steps / j.steps_total : 0;
       const auc = j.test_auc != null ? j.test_auc : j.state === "RUNNING" ? j.running_auc : null;
-      const actions = el("td", { class: "controls" });
-      if (!readOnly && !finalStates.includes(j.state)) {
-        if (j.state === "RUNNING")
-          actions.append(el("button", { "data-action": "checkpoint", onclick: (e) => { e.stopPropagation(); control(j.id, "checkpoint"); }, text: "checkpoint" }), " ");
-        const cancel = el("button", { "data-action": "cancel", text: "cancel" });
-        cancel.addEventListener("click", (e) => {  // two clicks: arm, then confirm
-          e.stopPropagation();
-          if (cancel.classList.contains("armed")) control(j.id, "cancel");
-          else { cancel.classList.add("armed"); cancel.textContent = "really cancel?"; armed[j.id] = Date.now(); }
-        });
-        if (armed[j.id] && Date.now() - armed[j.id] < 5000) { cancel.classList.add("armed"); cancel.textContent = "really cancel?"; }
-        actions.append(cancel);
-      }
+      const actions = actionCell(j);
       const row = el("tr", { "data-job": j.id, "data-state": j.state, class: j.id === selectedJob ? "selected" : "", title: j.message || j.last_failure || "" },
         el("td", { text: j.id + " " + j.name }),
         el("td", { class: "state " + j.state, text: j.state }),
-        el("td", {}, bar(frac, fmtNum(j.steps) + " / " + fmtNum(j.steps_total))),
+        el("td", { title: fmtNum(j.steps) + " of " + fmtNum(j.steps_total) + " steps" }, bar(frac, fmtCompact(j.steps) + " / " + fmtCompact(j.steps_total))),
         el("td", { class: "num", text: fmtRate(j.samples_per_sec) }),
         el("td", { class: "num", text: j.steps ? fmtNum(j.loss, 4) : "–" }),
         el("td", { class: "num", text: auc == null ? "–" : fmtNum(auc, 4) + (j.test_auc != null ? " test" : "") }),
@@ -157,7 +148,31 @@
     }
     if (!s.jobs.length) tb.append(el("tr", {}, el("td", { colspan: "10", class: "empty", text: "no jobs yet: satrap submit JOB.yaml" })));
   }
-  const armed = {};
+  // The action buttons of a job live across polls (the rows are rebuilt): a click is never
+  // lost to a redraw, and a cancel armed by the first click stays armed.
+  const actionCells = {};
+  function actionCell(j) {
+    const key = readOnly || finalStates.includes(j.state) ? "none" : j.state === "RUNNING" ? "run" : "wait";
+    const old = actionCells[j.id];
+    if (old && old.key === key) return old.td;
+    const td = el("td", { class: "controls" });
+    if (key !== "none") {
+      if (key === "run")
+        td.append(el("button", { "data-action": "checkpoint", onclick: (e) => { e.stopPropagation(); control(j.id, "checkpoint"); }, text: "checkpoint" }), " ");
+      const cancel = el("button", { "data-action": "cancel", text: "cancel" });
+      let timer = null;
+      cancel.addEventListener("click", (e) => {  // two clicks: arm, then confirm within 5 s
+        e.stopPropagation();
+        if (cancel.classList.contains("armed")) { clearTimeout(timer); control(j.id, "cancel"); return; }
+        cancel.classList.add("armed");
+        cancel.textContent = "really cancel?";
+        timer = setTimeout(() => { cancel.classList.remove("armed"); cancel.textContent = "cancel"; }, 5000);
+      });
+      td.append(cancel);
+    }
+    actionCells[j.id] = { key, td };
+    return td;
+  }
 
   // ---- plots (uPlot) ----
   const plotDefs = [
