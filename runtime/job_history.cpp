@@ -20,18 +20,22 @@ void job_history::record(const job_history_sample& s) {
     add_event("restart", s.last_failure);
   checkpoints_ = std::max(checkpoints_, s.checkpoints);
   restarts_ = std::max(restarts_, s.restarts);
+  if (last_provisional_) {
+    points_.pop_back();
+    last_provisional_ = false;
+  }
   if (points_.size() >= capacity_) {
-    // Halve the resolution: keep every other point, and always the newest.
+    // Halve the resolution: keep every other point, and every other report from now on.
     std::vector<point> kept;
     kept.reserve(capacity_ / 2 + 1);
     for (size_t i = 0; i < points_.size(); i += 2)
       kept.push_back(points_[i]);
-    if (points_.size() % 2 == 0)
-      kept.back() = points_.back();
     points_ = std::move(kept);
+    stride_ *= 2;
   }
   points_.push_back({s.t_ms, s.step, s.loss, s.samples_per_sec, s.running_auc, step_seconds,
                      s.validation_auc, s.validation_logloss});
+  last_provisional_ = reports_++ % stride_ != 0;
   last_t_ms_ = s.t_ms;
   last_step_ = s.step;
 }

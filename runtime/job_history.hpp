@@ -1,8 +1,10 @@
 // A job's progress over time for the dashboard's plots: one point per progress report (time,
 // step, training loss, samples/s, running AUC, seconds per step, and validation AUC/logloss when
 // the job reports them), and events (checkpoint written, restart) to mark on the time axis.
-// Bounded: at `capacity` points every other point is dropped, so a long run keeps its whole
-// span at half the resolution; events keep the newest `event_capacity`.
+// Bounded: at `capacity` points every other point is dropped and from then on only every other
+// report is kept (the stride doubles), so a long run keeps its whole span at an even, lower
+// resolution; the newest report is always the last point. Events keep the newest
+// `event_capacity`.
 // Threading: none; its owner (the admin actor, or the embedded job's status under a mutex)
 // serialises access.
 #pragma once
@@ -32,7 +34,7 @@ struct job_history_sample {
 
 class job_history {
  public:
-  explicit job_history(size_t capacity = 2048, size_t event_capacity = 256)
+  explicit job_history(size_t capacity = 1024, size_t event_capacity = 256)
       : capacity_(capacity < 4 ? 4 : capacity), event_capacity_(event_capacity) {}
 
   void record(const job_history_sample& s);
@@ -61,6 +63,9 @@ class job_history {
   size_t event_capacity_;
   std::vector<point> points_;
   std::deque<event> events_;
+  int64_t stride_ = 1;          // keep every stride_-th report
+  int64_t reports_ = 0;
+  bool last_provisional_ = false;  // the last point is the newest report off the stride
   int64_t last_t_ms_ = -1;
   int64_t last_step_ = 0;
   int64_t checkpoints_ = 0;

@@ -54,7 +54,7 @@ struct admin_state {
   latency_histogram step_latency;
   // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
   std::map<std::string, job_history> history;  // by job id
-  static constexpr size_t history_jobs = 16;  // jobs whose history is kept
+  static constexpr size_t history_jobs = 4;  // jobs whose history is kept (/status carries them all)
   static inline const char* name = "admin";
 };
 

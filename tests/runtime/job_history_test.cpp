@@ -65,6 +65,12 @@ TEST_CASE("job_history: bounded, keeping the whole span at lower resolution") {
   CHECK(h.size() >= 32);
   CHECK(j["step"].front() == 0);    // the start is kept
   CHECK(j["step"].back() == 999);   // and the newest
+  // Evenly spaced (the last point is the newest report, off the stride).
+  auto& step = j["step"];
+  auto gap = step[1].get<int64_t>() - step[0].get<int64_t>();
+  CHECK(gap > 1);
+  for (size_t i = 1; i + 1 < step.size(); ++i)
+    CHECK(step[i].get<int64_t>() - step[i - 1].get<int64_t>() == gap);
   for (size_t i = 1; i < j["t_ms"].size(); ++i)
     CHECK(j["t_ms"][i].get<int64_t>() > j["t_ms"][i - 1].get<int64_t>());
   CHECK(j["events"].size() == 4);   // the newest events
