@@ -189,7 +189,7 @@ nodes:
     count: 2
     host: 127.0.0.1
     port: {base + 1}
-    resources: {{cores: 2, memory: 4GiB, gpus: 0}}
+    resources: {{cores: 4, memory: 4GiB, gpus: 0}}
     labels: {{tier: cpu, zone: a}}
   - name: mem-0
     host: 127.0.0.1

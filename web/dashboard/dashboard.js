@@ -215,6 +215,9 @@
   function renderPlots(s) {
     const job = s.jobs.find((j) => j.id === selectedJob);
     $("#plot-job").textContent = job ? job.id + " " + job.name + " · " + job.state : "(none)";
+    const why = job ? job.message || (job.restarts ? "last restart: " + job.last_failure : "") : "";
+    $("#plot-message").textContent = why;
+    $("#plot-message").className = "meta" + (job && job.state === "FAILED" ? " dead" : "");
     const box = $("#plots");
     const h = job && job.history;
     if (!h || !h.t_ms.length) {
@@ -256,6 +259,13 @@
       }
       u.satrapEvents = h.events;
       u.redraw(false, false);
+    }
+    // Step time percentiles over the newest 200 points, in the plot's title.
+    const stepTitle = document.querySelector('[data-plot="step"] h3');
+    if (stepTitle) {
+      const recent = h.step_seconds.slice(-200).filter((v) => v != null).sort((a, b) => a - b);
+      const q = (p) => recent[Math.min(recent.length - 1, Math.floor(p * recent.length))] * 1000;
+      stepTitle.textContent = "step time (ms)" + (recent.length ? " · p50 " + q(0.5).toFixed(1) + " · p90 " + q(0.9).toFixed(1) + " · p99 " + q(0.99).toFixed(1) + " (newest " + recent.length + ")" : "");
     }
   }
 
