@@ -28,7 +28,7 @@ embedded_status::embedded_status(const job_spec& spec, std::string version)
       sampled_(started_) {
   job_.id = "embedded";
   job_.name = spec.name;
-  job_.state = "RUNNING";
+  job_.state = job_state::running;
   job_.submitted_ms = job_.started_ms = epoch_ms();
 }
 
@@ -58,7 +58,7 @@ void embedded_status::on_progress(const job_progress& p) {
   history_.record(s);
 }
 
-void embedded_status::on_end(const std::string& state, const std::string& message,
+void embedded_status::on_end(job_state state, const std::string& message,
                              const job_result* r) {
   std::lock_guard lock(mu_);
   job_.state = state;

@@ -24,7 +24,7 @@ class embedded_status {
   embedded_status(const job_spec& spec, std::string version);
 
   void on_progress(const job_progress& p);
-  void on_end(const std::string& state, const std::string& message, const job_result* r);
+  void on_end(job_state state, const std::string& message, const job_result* r);
 
   std::string render_status();
   http_response handle(const http_request& req);

@@ -156,14 +156,14 @@ int train_command::run() {
           std::fprintf(stderr, "\n");
         print_result(spec, r, json_);
         if (status)
-          status->on_end("SUCCEEDED", "", &r);
+          status->on_end(job_state::succeeded, "", &r);
       },
       [&](caf::error& e) {
         if (tty)
           std::fprintf(stderr, "\n");
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
         if (status)
-          status->on_end("FAILED", error_text(e), nullptr);
+          status->on_end(job_state::failed, error_text(e), nullptr);
         exit_status = 1;
       });
   self->send_exit(sup, caf::exit_reason::user_shutdown);

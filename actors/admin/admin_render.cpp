@@ -142,7 +142,7 @@ std::string render_status(const admin_state& st) {
     auto jj = job_record_json(j);
     if (auto h = st.history.find(j.id); h != st.history.end())
       jj["history"] = h->second.to_json();
-    if (j.state == "PENDING" && !planned) {  // the next job to run: where it would go
+    if (j.state == job_state::pending && !planned) {  // the next job to run: where it would go
       jj["plan"] = pending_plan_json(st, j);
       planned = true;
     }
@@ -175,11 +175,11 @@ std::string render_metrics(const admin_state& st) {
   counter("satrap_admin_requests_refused_total", "Submit or cancel requests with a wrong token.");
   os << "satrap_admin_requests_refused_total " << st.requests_refused << "\n";
   gauge("satrap_jobs", "Jobs by state.");
-  for (auto* state : {"PENDING", "PLACING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+  for (auto state : all_job_states) {
     int64_t n = 0;
     for (auto& j : st.jobs)
       n += j.state == state ? 1 : 0;
-    os << "satrap_jobs{state=\"" << state << "\"} " << n << "\n";
+    os << "satrap_jobs{state=\"" << job_state_name(state) << "\"} " << n << "\n";
   }
   counter("satrap_job_samples_total", "Training samples processed, per job.");
   for (auto& j : st.jobs)
