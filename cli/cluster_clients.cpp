@@ -2,6 +2,7 @@
 #include "cli/cluster_commands.hpp"
 
 #include "cli/cluster_common.hpp"
+#include "cli/progress_line.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/scoped_actor.hpp>
@@ -112,10 +113,14 @@ int cluster_commands::run_submit() {
                    j->message.empty() ? "" : ": ", j->message.c_str());
       last_state = j->state;
     } else if (tty && j->state == job_state::running) {
-      std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
-                   static_cast<long long>(j->steps), static_cast<long long>(j->steps_total),
-                   static_cast<long long>(j->samples), j->samples_per_sec, j->loss,
-                   j->running_auc);
+      job_progress p;
+      p.steps = j->steps;
+      p.steps_total = j->steps_total;
+      p.samples = j->samples;
+      p.samples_per_sec = j->samples_per_sec;
+      p.loss = j->loss;
+      p.running_auc = j->running_auc;
+      print_progress_line(p);
     }
     if (job_state_final(j->state)) {
       if (tty)
