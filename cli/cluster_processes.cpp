@@ -7,6 +7,7 @@
 #include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
 #include "runtime/http_server.hpp"
+#include "web/web_assets.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -105,10 +106,62 @@ int cluster_commands::run() {
 
 namespace {
 
+// The dashboard's controls: POST /jobs/<id>/cancel and /jobs/<id>/checkpoint with the admin
+// token in the X-Satrap-Token header (the admin checks it, as for `satrap cancel`). A custom
+// header cannot be sent cross-origin without a CORS preflight, which this server never grants.
+http_response head_http_control(caf::actor_system& sys, const admin_actor& admin,
+                                const http_request& req) {
+  std::string id, action;
+  if (req.path.rfind("/jobs/", 0) == 0) {
+    auto rest = req.path.substr(6);
+    auto slash = rest.find('/');
+    if (slash != std::string::npos) {
+      id = rest.substr(0, slash);
+      action = rest.substr(slash + 1);
+    }
+  }
+  if (id.empty() || (action != "cancel" && action != "checkpoint"))
+    return {404, "text/plain", "not found: POST /jobs/<id>/cancel or /jobs/<id>/checkpoint\n"};
+  auto token = req.header(admin_token_header);
+  if (token.empty()) {
+    spdlog::warn("http_control_refused job={} action={} from={} reason=no_token", id, action,
+                 req.remote_addr);
+    return {401, "text/plain",
+            "refused: this needs the admin token in the X-Satrap-Token header\n"};
+  }
+  caf::scoped_actor self{sys};
+  http_response r;
+  auto refused = [&](caf::error& e) {
+    auto why = error_text(e);
+    bool token_refused = why.find("token") != std::string::npos;
+    spdlog::warn("http_control_refused job={} action={} from={} reason=\"{}\"", id, action,
+                 req.remote_addr, why);
+    r = {token_refused ? 403 : 409, "text/plain", "refused: " + why + "\n"};
+  };
+  if (action == "cancel")
+    self->request(admin, std::chrono::seconds(10), cancel_atom::value, token, id)
+      .receive([&](job_record& j) { r = {200, "application/json", job_record_json(j).dump()}; },
+               refused);
+  else
+    self->request(admin, std::chrono::seconds(60), checkpoint_atom::value, token, id)
+      .receive(
+        [&](int64_t step) {
+          r = {200, "application/json", nlohmann::json{{"checkpoint_step", step}}.dump()};
+        },
+        refused);
+  if (r.status == 200)
+    spdlog::info("http_control job={} action={} from={}", id, action, req.remote_addr);
+  return r;
+}
+
 http_response head_http(caf::actor_system& sys, const admin_actor& admin, const http_request& req) {
   auto& path = req.path;
+  if (auto page = dashboard_response(req))  // the dashboard (web/): GET /
+    return *page;
+  if (req.method == "POST")
+    return head_http_control(sys, admin, req);
   if (req.method != "GET")
-    return {405, "text/plain", "only GET: this endpoint is read-only\n"};
+    return {405, "text/plain", "only GET, and POST to /jobs/<id>/cancel or /checkpoint\n"};
   caf::scoped_actor self{sys};
   http_response r;
   auto ask = [&](auto atom, const char* type) {
@@ -130,7 +183,7 @@ http_response head_http(caf::actor_system& sys, const admin_actor& admin, const 
       r = {ready ? 200 : 503, "text/plain", ready ? "ready\n" : "waiting for nodes\n"};
     }
   } else {
-    r = {404, "text/plain", "not found: try /status /metrics /healthz /readyz\n"};
+    r = {404, "text/plain", "not found: try / (the dashboard) /status /metrics /healthz /readyz\n"};
   }
   return r;
 }

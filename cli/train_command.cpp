@@ -2,6 +2,8 @@
 
 #include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
+#include "cli/cluster_common.hpp"
+#include "cli/embedded_status.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <thread>
 #include <unistd.h>
 
@@ -28,6 +31,12 @@ void train_command::add_to(CLI::App& app) {
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();
   sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
+    ->capture_default_str();
+  sub_->add_option("--status-port", status_port_,
+                   "serve the dashboard (/) and /status on this port while the job runs")
+    ->check(CLI::Range(1, 65535));
+  sub_->add_option("--status-host", status_host_,
+                   "address the status port binds (0.0.0.0: every interface)")
     ->capture_default_str();
   job_.add_to(*sub_, false);
 }
@@ -114,26 +123,48 @@ int train_command::run() {
   job_supervisor_config jc;
   jc.spec = spec;
   bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty)
-    jc.observer = show_progress;
+  std::unique_ptr<embedded_status> status;
+  http_server http;
+  if (status_port_ > 0) {
+    status = std::make_unique<embedded_status>(spec, satrap_version);
+    auto why = http.start(status_host_, static_cast<uint16_t>(status_port_),
+                          [s = status.get()](const http_request& req) { return s->handle(req); });
+    if (!why.empty()) {
+      std::cerr << "satrap train: --status-port " << status_port_ << ": " << why << "\n";
+      return 1;
+    }
+    spdlog::info("status_endpoint url=http://{}:{}/", status_host_, status_port_);
+    std::fprintf(stderr, "dashboard: http://%s:%d/\n", status_host_.c_str(), status_port_);
+  }
+  jc.observer = [tty, s = status.get()](const job_progress& p) {
+    if (tty)
+      show_progress(p);
+    if (s)
+      s->on_progress(p);
+  };
   auto sup = spawn_embedded_job(sys, jc);
   caf::scoped_actor self{sys};
-  int status = 0;
+  int exit_status = 0;
   self->request(sup, caf::infinite, run_atom::value)
     .receive(
       [&](job_result& r) {
         if (tty)
           std::fprintf(stderr, "\n");
         print_result(spec, r, json_);
+        if (status)
+          status->on_end(job_state::succeeded, "", &r);
       },
       [&](caf::error& e) {
         if (tty)
           std::fprintf(stderr, "\n");
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
-        status = 1;
+        if (status)
+          status->on_end(job_state::failed, error_text(e), nullptr);
+        exit_status = 1;
       });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
-  return status;
+  http.stop();
+  return exit_status;
 }
 
 }  // namespace satrap

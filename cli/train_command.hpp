@@ -22,6 +22,8 @@ class train_command {
   bool print_spec_ = false;
   std::string log_level_ = "warn";
   int threads_ = 0;
+  int status_port_ = 0;            // 0: no status endpoint
+  std::string status_host_ = "127.0.0.1";
   job_options job_;  // --job and the job flags
 };
 

@@ -245,6 +245,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   r.last_progress = now;
   r.last_steps = p.steps;
   job_apply_progress(*j, p);
+  history_record(st, *j);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/admin/admin.hpp"
+#include "runtime/job_history.hpp"
 #include "runtime/placement.hpp"
 
 #include <chrono>
@@ -51,6 +52,9 @@ struct admin_state {
   int64_t registrations_refused = 0;
   int64_t requests_refused = 0;             // bad token
   latency_histogram step_latency;
+  // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
+  std::map<std::string, job_history> history;  // by job id
+  static constexpr size_t history_jobs = 4;  // jobs whose history is kept (/status carries them all)
   static inline const char* name = "admin";
 };
 
@@ -66,6 +70,8 @@ void jobs_load(admin_state& st);
 // `now` is the admin's actor clock (heartbeat ages).
 std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now);
 std::string render_metrics(const admin_state& st);
+// Adds the job's newest progress to its history (for /status's plots).
+void history_record(admin_state& st, const job_record& j);
 
 int64_t now_ms();
 
