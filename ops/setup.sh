@@ -25,6 +25,7 @@ packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
+          openssl  # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3)  # the cluster test: curl for /status, pgrep, python3 for JSON
 if [ "$bench" = 1 ]; then
   packages+=(python3 python3-torch python3-sklearn python3-numpy)
