@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/frame_limit.hpp"
+#include "runtime/tls_guard.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
@@ -80,6 +81,8 @@ std::string cluster_security_setup(satrap_config& cfg, const manifest& m,
       return "security.tls is required but " + f + " cannot be read: run `satrap certs "
              "--manifest M --out " + dir + "` (satrap up does), copy the files of this role "
              "there, or set security.tls: off";
+  if (auto why = tls_guard_check(); !why.empty())
+    return why;
   cfg.load<caf::openssl::manager>();
   // CAF 0.17's automatic node-to-node connections are plain TCP (connection_helper opens a bare
   // scribe): a TLS port refuses them, so with TLS nodes reach each other through the head.

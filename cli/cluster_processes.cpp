@@ -207,7 +207,8 @@ int cluster_commands::run_head() {
   wait_for_stop_signal(-1);
   spdlog::info("head_stopping cluster={}", m->cluster);
   http.stop();
-  caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
+  // From an actor of this process: the admin drops exit messages without a local sender.
+  caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
   std::_Exit(0);  // peers may still hold connections; nothing is left to flush
 }
 

@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.request
 
-satrap, probe = sys.argv[1], sys.argv[2]
+satrap, probe = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 base = 5200
 work = tempfile.mkdtemp(prefix="satrap-security-")
 state = os.path.join(work, "state")
