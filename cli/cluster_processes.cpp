@@ -261,6 +261,7 @@ int cluster_commands::run_node() {
   lc.agent = agent;
   lc.connector = cluster_connector(sys);
   lc.give_up_after = std::chrono::seconds(wait_s_);
+  lc.connect_peers = sys.has_openssl_manager();
   lc.on_end = [&ended](int status) { ended = status; };
   auto link = spawn_node_link(sys, std::move(lc));
   while (!wait_for_stop_signal(200))

@@ -5,6 +5,9 @@
 #include "runtime/secrets.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
+
+#include <map>
+#include <set>
 #include <spdlog/spdlog.h>
 
 namespace satrap {
@@ -18,6 +21,8 @@ struct link_state {
   admin_actor admin;                         // set while joined
   caf::actor_clock::time_point give_up_at;   // of the current attempt window
   bool ended = false;
+  std::map<std::string, caf::actor_addr> peers;  // other nodes connected to, by name
+  std::set<std::string> connecting;              // connect requests in flight
   static inline const char* name = "node_link";
 };
 
@@ -56,10 +61,37 @@ void retry(self_ptr self, const std::string& why) {
   schedule(self, st.config.retry_interval);
 }
 
+// Direct connections to the other nodes that have none yet (see the header).
+void connect_peers(self_ptr self) {
+  auto& st = self->state;
+  if (!st.config.connect_peers)
+    return;
+  for (auto& n : st.config.cluster.nodes) {
+    if (n.name == st.config.node || st.peers.count(n.name) || st.connecting.count(n.name))
+      continue;
+    st.connecting.insert(n.name);
+    self->request(st.config.connector, st.config.connect_timeout, caf::connect_atom::value, n.host,
+                  n.port)
+      .then(
+        [self, name = n.name](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                              const std::set<std::string>&) {
+          auto& st = self->state;
+          st.connecting.erase(name);
+          if (!ptr)
+            return;
+          st.peers[name] = ptr->address();
+          self->monitor(ptr);
+          spdlog::info("node_peer_connected name={} peer={}", st.config.node, name);
+        },
+        [self, name = n.name](caf::error&) { self->state.connecting.erase(name); });
+  }
+}
+
 void heartbeat(self_ptr self) {
   auto& st = self->state;
   if (!st.admin)
     return;
+  connect_peers(self);
   self->send(st.admin, heartbeat_atom::value, st.config.node, meters_snapshot());
   schedule(self, st.config.heartbeat_interval);
 }
@@ -117,6 +149,11 @@ node_link_actor spawn_node_link(caf::actor_system& sys, node_link_config config)
     st.give_up_at = self->clock().now() + st.config.give_up_after;
     self->set_down_handler([self](caf::down_msg& dm) {
       auto& st = self->state;
+      for (auto it = st.peers.begin(); it != st.peers.end(); ++it)
+        if (it->second == dm.source) {
+          st.peers.erase(it);  // connected again after the next heartbeat
+          return;
+        }
       if (!st.admin || dm.source != st.admin.address())
         return;
       spdlog::warn("head_lost cluster={} name={}", st.config.cluster.cluster, st.config.node);
