@@ -49,7 +49,7 @@ out=$("$satrap" submit bad.yaml --manifest manifest.yaml --state-dir "$state" 2>
   && fail "a bad job file was accepted"
 grep -q "bad.yaml:2:3: unknown key 'training.batch_sise'" <<<"$out" || fail "bad job: unclear error: $out"
 sed "s/port: $base,/port: $((base + 8)),/" manifest.yaml > unreachable.yaml
-out=$("$satrap" jobs --manifest unreachable.yaml 2>&1) && fail "an unreachable head answered"
+out=$("$satrap" jobs --manifest unreachable.yaml --state-dir "$state" 2>&1) && fail "an unreachable head answered"
 grep -q "cannot reach the head" <<<"$out" || fail "unreachable head: unclear error: $out"
 
 # A node of another cluster is refused.
