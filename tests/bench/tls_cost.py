@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-satrap = sys.argv[1]
+satrap = os.path.abspath(sys.argv[1])
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 work = tempfile.mkdtemp(prefix="satrap-tls-cost-")
 
