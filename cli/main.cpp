@@ -1,5 +1,6 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "cli/certs_command.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   plan.add_to(app);
   satrap::cluster_commands cluster;
   cluster.add_to(app);
+  satrap::certs_command certs;
+  certs.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
@@ -33,6 +36,8 @@ int main(int argc, char** argv) {
     return gen_criteo.run();
   if (plan.parsed())
     return plan.run();
+  if (certs.parsed())
+    return certs.run();
   if (auto status = cluster.run(); status >= 0)
     return status;
   return 0;

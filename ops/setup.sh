@@ -25,6 +25,7 @@ packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
+          openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
           chromium chromium-driver fonts-dejavu-core)  # the dashboard's browser tests

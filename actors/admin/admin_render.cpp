@@ -1,4 +1,6 @@
 #include "actors/admin/admin_state.hpp"
+#include "actors/peer_guard.hpp"
+#include "runtime/frame_limit.hpp"
 
 #include "runtime/error.hpp"
 
@@ -174,6 +176,14 @@ std::string render_metrics(const admin_state& st) {
   os << "satrap_registrations_refused_total " << st.registrations_refused << "\n";
   counter("satrap_admin_requests_refused_total", "Submit or cancel requests with a wrong token.");
   os << "satrap_admin_requests_refused_total " << st.requests_refused << "\n";
+  counter("satrap_requests_refused_total",
+          "Remote requests refused (unauthorised or forged), by what was asked.");
+  for (auto& [what, n] : st.refused)
+    os << "satrap_requests_refused_total{request=\"" << what << "\"} " << n << "\n";
+  counter("satrap_remote_exits_dropped_total", "Exit messages from other processes, dropped.");
+  os << "satrap_remote_exits_dropped_total " << exits_dropped() << "\n";
+  counter("satrap_frames_refused_total", "CAF frames over security.max_frame_bytes, refused.");
+  os << "satrap_frames_refused_total " << frames_refused() << "\n";
   gauge("satrap_jobs", "Jobs by state.");
   for (auto state : all_job_states) {
     int64_t n = 0;

@@ -50,7 +50,9 @@ struct admin_state {
   std::optional<running_job> running;
   int64_t next_id = 1;
   int64_t registrations_refused = 0;
-  int64_t requests_refused = 0;             // bad token
+  int64_t requests_refused = 0;             // bad admin token
+  std::map<std::string, int64_t> refused;   // refused requests by what was asked (/metrics)
+  uint64_t internal_key = 0;                // carried by its own ticks and its jobs' progress
   latency_histogram step_latency;
   // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
   std::map<std::string, job_history> history;  // by job id

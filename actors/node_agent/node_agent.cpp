@@ -2,6 +2,7 @@
 
 #include "actors/job_data_opener.hpp"
 #include "actors/node_agent/role_configs.hpp"
+#include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -35,10 +36,27 @@ struct agent_state {
   node_agent_config config;
   std::deque<job_entry> jobs;
   std::map<std::string, std::vector<waiting_loader>> opening;  // by job YAML
+  caf::node_id head;                      // the head's process (none: only local requests)
+  int64_t refused = 0;
   static inline const char* name = "node_agent";
 };
 
-using self_ptr = node_agent_actor::stateful_pointer<agent_state>;
+// Stateful, and deaf to exit messages from other processes (actors/peer_guard.hpp).
+using self_ptr = exit_guard<caf::stateful_actor<agent_state, node_agent_actor::base>>*;
+
+// Spawn requests come from this process (embedded jobs) or from the head's; anyone else who
+// reached the published port is refused.
+caf::error check_sender(self_ptr self) {
+  if (sender_is_local(self))
+    return caf::none;
+  auto from = sender_node(self);
+  if (self->state.head != caf::node_id{} && from == self->state.head)
+    return caf::none;
+  ++self->state.refused;
+  spdlog::warn("request_refused what=spawn node={} peer={} refused_total={}",
+               self->state.config.node, peer_text(self), self->state.refused);
+  return make_error(errc::unauthorized, "this node agent takes requests only from its head");
+}
 
 job_entry* find_entry(agent_state& st, const std::string& yaml) {
   for (auto& e : st.jobs)
@@ -92,6 +110,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
     return {
       [self](spawn_atom, shard_atom, const std::string& yaml,
              int32_t index) -> caf::result<embedding_shard_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
@@ -103,6 +123,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
       },
       [self](spawn_atom, aggregator_atom, const std::string& yaml, int32_t index,
              std::vector<embedding_shard_actor>& shards) -> caf::result<gradient_aggregator_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
@@ -113,6 +135,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
       },
       [self](spawn_atom, loader_atom, const std::string& yaml, int32_t index,
              std::vector<gradient_aggregator_actor>& aggs) -> caf::result<data_loader_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto& st = self->state;
         auto e = entry_of(st, yaml);
         if (!e)
@@ -142,6 +166,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
       [self](spawn_atom, trainer_atom, const std::string& yaml, int32_t rank,
              std::vector<data_loader_actor>& loaders, std::vector<gradient_aggregator_actor>& aggs,
              progress_sink_actor& sink) -> caf::result<dense_trainer_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
@@ -152,6 +178,14 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
           return h.error();
         log_spawn(self, *h, "dense_trainer", rank);
         return *h;
+      },
+      [self](head_atom, const caf::node_id& head) {
+        if (!sender_is_local(self)) {
+          check_sender(self);  // counted and logged as refused
+          return;
+        }
+        self->state.head = head;
+        spdlog::info("node_head_set node={} head={}", self->state.config.node, to_string(head));
       },
     };
   });

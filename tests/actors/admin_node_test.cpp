@@ -87,14 +87,17 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto admin = spawn_admin(sys, admin_config{m, "v", "token", dir.path.string()});
+  admin_config ac{m, "v", "token", dir.path.string()};
+  ac.node_tokens["n0"] = "node-token";
+  auto admin = spawn_admin(sys, ac);
   auto agent = spawn_node_agent(sys, {"n0"});
   self->request(admin, std::chrono::seconds(10), register_atom::value,
-                node_info{"t", "v", "n0", agent})
+                node_info{"t", "v", "n0", agent, "node-token"})
     .receive([](std::string&) {}, [](caf::error& e) { FAIL(error_text(e)); });
   job_record got;
   for (int i = 0; i < 100 && !job_state_final(got.state); ++i) {
-    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("j1"))
+    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("token"),
+                  std::string("j1"))
       .receive([&](job_record& r) { got = r; }, [](caf::error& e) { FAIL(error_text(e)); });
     if (!job_state_final(got.state))
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -91,6 +91,7 @@ node_agent_actor spawn_recording_agent(caf::actor_system& sys,
           progress_sink_actor& p) {
         return self->delegate(real, a, r, y, i, std::move(l), std::move(g), std::move(p));
       },
+      [=](head_atom a, const caf::node_id& head) { self->send(real, a, head); },
     };
   });
 }
