@@ -413,9 +413,12 @@ job_result summarize(supervisor_state& st) {
     r.step_losses.push_back(l / per_step);
   r.samples = st.committed_samples;
   auto base = r.step_losses.size();
+  std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
   for (auto& rep : st.reports) {
     payload_reader reader(rep.eval);
     auto ev = reader.root<schema::EvalResult>();
+    auto lv = data_view<float>(ev.getLogits());
+    by_rank.emplace_back(lv.begin(), lv.end());
     for (auto [src, dst] : {std::pair{ev.getLogits(), &logits}, {ev.getLabels(), &labels},
                             {ev.getProbs(), &probs}}) {
       auto v = data_view<float>(src);
@@ -430,6 +433,18 @@ job_result summarize(supervisor_state& st) {
   std::vector<float> scores(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     scores[i] = sigmoid(logits[i]);
+  // The logits again in test-batch order (only the split's last batch may be short).
+  std::vector<size_t> taken(by_rank.size(), 0);
+  const auto bs = static_cast<size_t>(spec.training.batch_size);
+  for (size_t k = 0; !by_rank.empty(); ++k) {
+    auto t = k % by_rank.size();
+    auto n = std::min(bs, by_rank[t].size() - taken[t]);
+    if (n == 0)
+      break;
+    r.test_logits.insert(r.test_logits.end(), by_rank[t].begin() + taken[t],
+                         by_rank[t].begin() + taken[t] + n);
+    taken[t] += n;
+  }
   r.test_auc = auc_exact(scores, labels);
   r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
   r.test_logloss = logloss_from_logits(logits, labels);
@@ -442,6 +457,41 @@ job_result summarize(supervisor_state& st) {
   r.checkpoints = st.progress.checkpoints;
   r.failures = st.failures;
   return r;
+}
+
+// The final model's embeddings (config.final_snapshot_dir, for `satrap train --export`): every
+// shard writes a full snapshot after the evaluation, the manifest last; then the result goes out.
+void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
+  auto& st = self->state;
+  auto dir = st.config.final_snapshot_dir;
+  if (dir.empty()) {
+    st.done->deliver(std::move(*result));
+    return;
+  }
+  auto seq = st.sequence + 1;  // above any snapshot a shard's table was marked at
+  auto infos = std::make_shared<std::vector<snapshot_file_info>>();
+  auto left = std::make_shared<size_t>(st.shards.size());
+  auto gen = st.generation;
+  for (auto& s : st.shards)
+    self->request(s, std::chrono::minutes(10), snapshot_atom::value, dir, seq, true)
+      .then(
+        [self, result, infos, left, dir, seq](const shard_snapshot_info& i) {
+          infos->push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
+                            static_cast<uint64_t>(i.bytes), i.checksum});
+          if (--*left > 0)
+            return;
+          auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
+                                                 *infos);
+          if (!written) {
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
+            return;
+          }
+          spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
+          self->state.done->deliver(std::move(*result));
+        },
+        [self, gen](const caf::error& e) {
+          on_failure(self, gen, "final snapshot: " + error_text(e));
+        });
 }
 
 void finish(self_ptr self) {
@@ -458,7 +508,7 @@ void finish(self_ptr self) {
           result->embedding_rows += s.rows;
           result->gradients_lost += s.not_admitted_gradients;
           if (--*left == 0)
-            self->state.done->deliver(std::move(*result));
+            write_final_snapshot(self, result);
         },
         [self, gen](const caf::error& e) {
           on_failure(self, gen, "reading shard statistics: " + error_text(e));

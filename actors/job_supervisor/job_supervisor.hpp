@@ -76,6 +76,7 @@ struct job_result {
   int64_t checkpoints = 0;            // checkpoints written
   int64_t gradients_lost = 0;         // gradient rows the stores dropped (ids not admitted)
   std::vector<std::string> failures;  // the reason of each restart
+  std::vector<float> test_logits;     // the final evaluation's logits, in test-split order
 };
 
 template <class Inspector>
@@ -83,7 +84,7 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
            x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
            x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
-           x.gradients_lost, x.failures);
+           x.gradients_lost, x.failures, x.test_logits);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
@@ -115,6 +116,8 @@ struct job_supervisor_config {
   manifest cluster;                                    // for re-placing after a node loss
   node_directory_actor directory;                      // null: embedded (no re-placement)
   caf::duration spawn_timeout{std::chrono::seconds(120)};  // per spawn request
+  std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
+                                   // there after the evaluation (a full embedding snapshot)
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,
