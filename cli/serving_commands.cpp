@@ -70,7 +70,7 @@ void export_command::add_to(CLI::App& app) {
     ->check(CLI::ExistingDirectory);
   sub_->add_option("--out", out_, "the model folder to write (new or empty)")->required();
   sub_->add_option("--version", version_, "the version name responses carry (default step-<step>)");
-  sub_->add_option("--shards", shards_, "export shards (ranges of virtual partitions)")
+  sub_->add_option("--export-shards", shards_, "export shards (ranges of virtual partitions)")
     ->capture_default_str();
   job_.add_to(*sub_, false);
 }

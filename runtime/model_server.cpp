@@ -162,7 +162,7 @@ struct model_server::impl {
       spdlog::error("model_load_failed dir={} error=\"{}\"", dir, m.error());
       return m.error();
     }
-    auto v = std::make_shared<served_version>(*m);
+    auto v = std::make_shared<served_version>(m.value());
     auto old = now();
     if (old && old->model->meta().name != v->model->meta().name) {
       ++reload_failures;
