@@ -134,8 +134,9 @@ int train_command::export_final(const job_spec& spec, const job_result& r,
     std::cerr << "satrap train: " << error_text(rows.error()) << "\n";
     return 1;
   }
-  std::printf("exported the model (%llu embedding rows) to %s\n",
-              static_cast<unsigned long long>(*rows), export_.c_str());
+  // stderr: with --json the last line of stdout stays the JSON object.
+  std::fprintf(stderr, "exported the model (%llu embedding rows) to %s\n",
+               static_cast<unsigned long long>(*rows), export_.c_str());
   return 0;
 }
 

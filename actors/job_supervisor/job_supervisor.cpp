@@ -417,13 +417,13 @@ job_result summarize(supervisor_state& st) {
   for (auto& rep : st.reports) {
     payload_reader reader(rep.eval);
     auto ev = reader.root<schema::EvalResult>();
-    auto lv = data_view<float>(ev.getLogits());
-    by_rank.emplace_back(lv.begin(), lv.end());
+    auto before = static_cast<std::ptrdiff_t>(logits.size());
     for (auto [src, dst] : {std::pair{ev.getLogits(), &logits}, {ev.getLabels(), &labels},
                             {ev.getProbs(), &probs}}) {
       auto v = data_view<float>(src);
       dst->insert(dst->end(), v.begin(), v.end());
     }
+    by_rank.emplace_back(logits.begin() + before, logits.end());
     r.samples += rep.samples;
     r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);
     for (size_t i = 0; i < rep.step_losses.size(); ++i)
