@@ -60,6 +60,7 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
     threads.emplace_back([&, c] {
       httplib::Client cli("127.0.0.1", port);
       cli.set_keep_alive(true);
+      cli.set_tcp_nodelay(true);
       cli.set_read_timeout(10, 0);
       size_t i = static_cast<size_t>(c) * 7919;
       auto next = clock_type::now() + std::chrono::duration<double>(pace * c / k);
