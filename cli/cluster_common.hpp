@@ -5,14 +5,13 @@
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/manifest.hpp"
+#include "runtime/version.hpp"
 
 #include <caf/expected.hpp>
 
 #include <string>
 
 namespace satrap {
-
-constexpr const char* satrap_version = "0.1.0";
 
 // --manifest, else $SATRAP_MANIFEST, else .satrap/current; loaded and validated.
 caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out = nullptr);

@@ -152,7 +152,7 @@ int predict_command::run() {
     return 2;
   }
   if (!data_.empty()) {
-    if (spec.data.source == "synthetic" && format_.empty()) {
+    if (spec.data.source == data_source::synthetic && format_.empty()) {
       std::cerr << "satrap predict: the model was trained on synthetic data: give --format "
                    "(criteo, libsvm or libffm) with --data, or no --data for its test split\n";
       return 2;
