@@ -1,6 +1,7 @@
 #include "actors/job_supervisor/supervisor_state.hpp"
 
 #include "actors/job_data_opener.hpp"
+#include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
