@@ -4,6 +4,7 @@
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
+#include "cli/serving_commands.hpp"
 #include "cli/train_command.hpp"
 
 #include "runtime/version.hpp"
@@ -29,6 +30,12 @@ int main(int argc, char** argv) {
   cluster.add_to(app);
   satrap::certs_command certs;
   certs.add_to(app);
+  satrap::export_command export_cmd;
+  export_cmd.add_to(app);
+  satrap::predict_command predict;
+  predict.add_to(app);
+  satrap::serve_command serve;
+  serve.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
@@ -38,6 +45,12 @@ int main(int argc, char** argv) {
     return plan.run();
   if (certs.parsed())
     return certs.run();
+  if (export_cmd.parsed())
+    return export_cmd.run();
+  if (predict.parsed())
+    return predict.run();
+  if (serve.parsed())
+    return serve.run();
   if (auto status = cluster.run(); status >= 0)
     return status;
   return 0;

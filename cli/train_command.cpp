@@ -5,6 +5,10 @@
 #include "cli/cluster_common.hpp"
 #include "cli/embedded_status.hpp"
 #include "actors/type_registry.hpp"
+#include "cli/serving_commands.hpp"
+#include "models/embedding/embedding_snapshot.hpp"
+#include "models/metrics.hpp"
+#include "satrap_schemas/step.capnp.h"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
@@ -15,6 +19,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -38,6 +43,12 @@ void train_command::add_to(CLI::App& app) {
   sub_->add_option("--status-host", status_host_,
                    "address the status port binds (0.0.0.0: every interface)")
     ->capture_default_str();
+  sub_->add_option("--export", export_, "after the job: write the final model as a model folder "
+                                        "(for satrap predict / serve)");
+  sub_->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
+    ->capture_default_str();
+  sub_->add_option("--test-scores", test_scores_,
+                   "write the final evaluation's score of every test row, one per line");
   job_.add_to(*sub_, false);
 }
 
@@ -98,6 +109,42 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
 
 }  // namespace
 
+int train_command::write_test_scores(const std::string& path, const job_result& r) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::cerr << "satrap train: --test-scores: cannot write " << path << "\n";
+    return 1;
+  }
+  for (auto l : r.test_logits)
+    std::fprintf(f, "%.9g\n", static_cast<double>(sigmoid(l)));
+  std::fclose(f);
+  return 0;
+}
+
+int train_command::export_final(const job_spec& spec, const job_result& r,
+                                const std::string& rows_dir) {
+  auto seqs = snapshot_list(rows_dir);
+  if (r.params.empty() || seqs.empty()) {
+    std::cerr << "satrap train: --export: the job left no final model\n";
+    return 1;
+  }
+  payload_reader reader(r.params[0]);
+  auto p = reader.root<schema::DenseParams>();
+  auto params = data_view<float>(p.getValues());
+  auto rows = export_model_folder(spec, params, p.getStep(), rows_dir, seqs.back(), export_,
+                                  export_shards_, "");
+  std::error_code ec;
+  std::filesystem::remove_all(rows_dir, ec);
+  if (!rows) {
+    std::cerr << "satrap train: " << error_text(rows.error()) << "\n";
+    return 1;
+  }
+  // stderr: with --json the last line of stdout stays the JSON object.
+  std::fprintf(stderr, "exported the model (%llu embedding rows) to %s\n",
+               static_cast<unsigned long long>(*rows), export_.c_str());
+  return 0;
+}
+
 int train_command::run() {
   if (!log_setup(log_level_)) {
     std::cerr << "satrap train: --log-level: expected trace, debug, info, warn, error or off, got '"
@@ -122,6 +169,17 @@ int train_command::run() {
   caf::actor_system sys{cfg};
   job_supervisor_config jc;
   jc.spec = spec;
+  if (!export_.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(export_, ec) && !std::filesystem::is_empty(export_, ec)) {
+      std::cerr << "satrap train: --export " << export_ << ": exists and is not empty\n";
+      return 2;
+    }
+    // The final model's rows go to a scratch snapshot beside the export, removed afterwards.
+    jc.final_snapshot_dir =
+      std::filesystem::absolute(export_).lexically_normal().string() + ".rows.tmp";
+    std::filesystem::remove_all(jc.final_snapshot_dir, ec);
+  }
   bool tty = isatty(STDERR_FILENO) != 0;
   std::unique_ptr<embedded_status> status;
   http_server http;
@@ -153,6 +211,10 @@ int train_command::run() {
         print_result(spec, r, json_);
         if (status)
           status->on_end(job_state::succeeded, "", &r);
+        if (!test_scores_.empty())
+          exit_status = write_test_scores(test_scores_, r);
+        if (exit_status == 0 && !export_.empty())
+          exit_status = export_final(spec, r, jc.final_snapshot_dir);
       },
       [&](caf::error& e) {
         if (tty)

@@ -109,6 +109,26 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
   s.set_write_timeout(secs(limits.write_timeout), usecs(limits.write_timeout));
   s.set_keep_alive_timeout(std::max<time_t>(1, secs(limits.keep_alive)));
   s.set_payload_max_length(limits.max_body_bytes);
+  // Small responses on kept-alive connections: without this, Nagle's algorithm meets the peer's
+  // delayed ACK and a request-response round trip waits ~40 ms.
+  s.set_tcp_nodelay(true);
+  // Errors cpp-httplib answers by itself (a body over the cap, a malformed request) get a message.
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+    [max = limits.max_body_bytes](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty())
+      return httplib::Server::HandlerResponse::Unhandled;
+    std::string why;
+    if (res.status == 413)
+      why = "request body larger than " + std::to_string(max) + " bytes";
+    else if (res.status == 400)
+      why = "malformed HTTP request";
+    else if (res.status == 414)
+      why = "request URI too long";
+    else
+      why = "HTTP error " + std::to_string(res.status);
+    res.set_content(why + "\n", "text/plain; charset=utf-8");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   auto serve = [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     http_request r;
     r.method = req.method;

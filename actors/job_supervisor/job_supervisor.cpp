@@ -1,6 +1,7 @@
 #include "actors/job_supervisor/supervisor_state.hpp"
 
 #include "actors/job_data_opener.hpp"
+#include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payload_checks.hpp"
@@ -180,7 +181,9 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
     r.step_losses.push_back(l / per_step);
   r.samples = st.committed_samples;
   auto base = r.step_losses.size();
+  std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
   for (auto& rep : st.reports) {
+    auto before = static_cast<std::ptrdiff_t>(logits.size());
     if (auto ev = decode_eval_result(rep.eval)) {
       for (auto [v, dst] : {std::pair{ev->logits, &logits}, {ev->labels, &labels},
                             {ev->probs, &probs}})
@@ -190,6 +193,7 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
       st.failures.push_back("trainer " + std::to_string(rep.rank)
                             + ": test predictions left out: " + error_text(ev.error()));
     }
+    by_rank.emplace_back(logits.begin() + before, logits.end());
     r.samples += rep.samples;
     r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);
     for (size_t i = 0; i < rep.step_losses.size(); ++i)
@@ -199,6 +203,18 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   std::vector<float> scores(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     scores[i] = sigmoid(logits[i]);
+  // The logits again in test-batch order (only the split's last batch may be short).
+  std::vector<size_t> taken(by_rank.size(), 0);
+  const auto bs = static_cast<size_t>(spec.training.batch_size);
+  for (size_t k = 0; !by_rank.empty(); ++k) {
+    auto t = k % by_rank.size();
+    auto n = std::min(bs, by_rank[t].size() - taken[t]);
+    if (n == 0)
+      break;
+    r.test_logits.insert(r.test_logits.end(), by_rank[t].begin() + taken[t],
+                         by_rank[t].begin() + taken[t] + n);
+    taken[t] += n;
+  }
   r.test_auc = auc_exact(scores, labels);
   r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
   r.test_logloss = logloss_from_logits(logits, labels);
@@ -211,6 +227,44 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   r.checkpoints = st.progress.checkpoints;
   r.failures = st.failures;
   return r;
+}
+
+// The final model's embeddings (config.final_snapshot_dir, for `satrap train --export`): every
+// shard writes a full snapshot after the evaluation, the manifest last; then the result goes out.
+void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
+  auto& st = self->state;
+  auto dir = st.config.final_snapshot_dir;
+  if (dir.empty()) {
+    st.done->deliver(std::move(*result));
+    stop_job(self);  // a finished job leaves no actor behind
+    return;
+  }
+  auto seq = st.sequence + 1;  // above any snapshot a shard's table was marked at
+  auto infos = std::make_shared<std::vector<snapshot_file_info>>();
+  auto left = std::make_shared<size_t>(st.shards.size());
+  auto gen = st.generation;
+  for (auto& s : st.shards)
+    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, dir, seq, true)
+      .then(
+        [self, result, infos, left, dir, seq](const shard_snapshot_info& i) {
+          infos->push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
+                            static_cast<uint64_t>(i.bytes), i.checksum});
+          if (--*left > 0)
+            return;
+          auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
+                                                 *infos);
+          if (!written) {
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
+            return;
+          }
+          spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
+          self->state.done->deliver(std::move(*result));
+          stop_job(self);
+        },
+        [self, gen](const caf::error& e) {
+          if (gen == self->state.generation)  // past training: no restart, the export fails
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + error_text(e)));
+        });
 }
 
 // Every trainer reported: the training and the evaluation are done. Reads each shard's
@@ -229,10 +283,8 @@ void finish(self_ptr self) {
   auto left = std::make_shared<size_t>(st.shards.size());
   auto gen = st.generation;
   auto one_done = [self, result, left] {
-    if (--*left == 0) {
-      self->state.done->deliver(std::move(*result));
-      stop_job(self);  // a finished job leaves no actor behind
-    }
+    if (--*left == 0)
+      write_final_snapshot(self, result);  // then delivers the result and stops the job's actors
   };
   for (size_t i = 0; i < st.shards.size(); ++i)
     self->request(st.shards[i], ms(st.config.spec.timing.stats_timeout_ms), stats_atom::value)
