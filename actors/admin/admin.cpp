@@ -88,8 +88,9 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
   };
   // Identity first: the agent must live in the process that sends this, and that process must
   // hold the node's token; a live node's name is not taken over by another process.
-  auto from = sender_node(self);
-  if (!info.agent || from == caf::node_id{} || info.agent.node() != from)
+  // (An anonymous message has no sender; a remote sender always has its process's node id.)
+  auto& sender = self->current_sender();
+  if (!info.agent || !sender || info.agent.node() != sender->node())
     return refuse("node '" + info.name + "': the agent does not belong to the process that "
                   "registers it");
   auto tok = st.config.node_tokens.find(info.name);
@@ -98,7 +99,7 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
                   "node-<name>.token from the head's state dir)");
   }
   if (auto it = st.nodes.find(info.name); it != st.nodes.end() && it->second.alive
-                                          && it->second.info.agent.node() != from) {
+                                          && it->second.info.agent.node() != sender->node()) {
   {
     // Not final for the node: the old process may be dead without the head having seen it yet.
     ++st.registrations_refused;

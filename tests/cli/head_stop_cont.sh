@@ -14,6 +14,7 @@ cluster: stopcont-$$
 head: {host: 127.0.0.1, port: $base, status_port: $((base + 9))}
 nodes:
   - {name: n0, host: 127.0.0.1, port: $((base + 1)), resources: {cores: 2, memory: 4GiB}}
+security: {tls: off}   # this test is about signals, not certificates
 YAML
 echo "token-$$" > "$work/token"
 "$satrap" head --manifest "$work/manifest.yaml" --state-dir "$work/state" --token-file "$work/token" \

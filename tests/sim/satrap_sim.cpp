@@ -292,7 +292,7 @@ void exit_now(caf::scheduler::test_coordinator& sched, const caf::actor& a, caf:
   auto ptr = caf::actor_cast<caf::strong_actor_ptr>(a);
   if (!ptr)
     return;
-  ptr->enqueue(nullptr, caf::make_message_id(caf::message_priority::high),
+  ptr->enqueue(ptr, caf::make_message_id(caf::message_priority::high),
                caf::make_message(caf::exit_msg{a.address(), std::move(reason)}), nullptr);
   if (sched.prioritize(a))
     sched.run_once();
@@ -326,7 +326,7 @@ class simulation {
     auto interval = ms(manifest_.timing.heartbeat_interval_ms);
     n.proc = sys_.spawn([admin, name, agent, interval, this, i](caf::event_based_actor* self)
                           -> caf::behavior {
-      self->send(admin, register_atom::value, node_info{"sim", "sim", name, agent});
+      self->send(admin, register_atom::value, node_info{"sim", "sim", name, agent, "token-" + name});
       self->delayed_send(self, interval, heartbeat_atom::value);
       return {
         [=](heartbeat_atom) {
@@ -433,7 +433,9 @@ class simulation {
     manifest_ = sim_manifest();
     start_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
                   sched_.clock().current_time.time_since_epoch()).count();
-    admin_config ac{manifest_, "sim", "token", "", manifest_.timing};
+    admin_config ac{manifest_, "sim", "token", "", manifest_.timing, {}};
+    for (auto& n : manifest_.nodes)  // each node shows its own token, as on a cluster
+      ac.node_tokens[n.name] = "token-" + n.name;
     admin_ = caf::actor_cast<caf::actor>(spawn_admin(sys_, ac));
     nodes_.resize(sim_nodes);
     for (int32_t i = 0; i < sim_nodes; ++i)
@@ -544,15 +546,24 @@ class simulation {
         d.add(&l, sizeof l);
     d.add(run_.failure);
     run_.trace_digest = d.h;
-    // Stop everything: the supervisor takes its children; then the nodes and the admin.
-    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    // Stop everything: the supervisor takes its children; then the nodes and the admin. The
+    // exits come from a local actor: the admin and the node agents drop anonymous exit messages
+    // (actors/peer_guard.hpp), as they would from another process.
+    auto stopper = sys_.spawn([] { return caf::behavior{[](int32_t) {}}; });
+    auto stop = [&](const auto& handle) {
+      auto a = caf::actor_cast<caf::actor>(handle);
+      if (a)
+        caf::send_as(stopper, a, caf::exit_msg{stopper.address(), caf::exit_reason::user_shutdown});
+    };
+    stop(sup);
     for (auto& n : nodes_) {
       if (n.up) {
-        caf::anon_send_exit(n.agent, caf::exit_reason::user_shutdown);
-        caf::anon_send_exit(n.proc, caf::exit_reason::user_shutdown);
+        stop(n.agent);
+        stop(n.proc);
       }
     }
-    caf::anon_send_exit(admin_, caf::exit_reason::user_shutdown);
+    stop(admin_);
+    caf::anon_send_exit(stopper, caf::exit_reason::user_shutdown);
     while (sched_.try_run_once()) {
     }
   }
