@@ -299,7 +299,7 @@ nodes:
 
         # A killed node shows as dead.
         with open(os.path.join(state, "node-mem-0.pid")) as f:
-            os.kill(int(f.read().strip()), signal.SIGKILL)
+            os.kill(int(f.read().split()[0]), signal.SIGKILL)  # pid file: pid, start time, cmdline
         killed = time.time()
         chrome.wait("const r = document.querySelector('#nodes tr[data-node=\"mem-0\"]'); "
                     "return r && r.dataset.state === 'dead';", "mem-0 shown as dead", timeout=30)
@@ -328,7 +328,7 @@ def cleanup():
         for name in ("head", "node-node-0", "node-node-1", "node-mem-0"):  # whatever `down` left
             try:
                 with open(os.path.join(state, name + ".pid")) as f:
-                    pid = int(f.read().strip())
+                    pid = int(f.read().split()[0])
                 with open(f"/proc/{pid}/cmdline", "rb") as f:  # still ours, not a reused pid
                     if state.encode() in f.read():
                         os.kill(pid, signal.SIGKILL)
