@@ -25,7 +25,13 @@ packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
-          curl procps python3)  # the cluster test: curl for /status, pgrep, python3 for JSON
+          openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
+          curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
+          libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
+          chromium chromium-driver fonts-dejavu-core)  # the dashboard's browser tests
+# npm fetches uPlot for the dashboard (web/package.json); Debian's nodejs + npm unless a Node.js
+# with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [ "$bench" = 1 ]; then
   packages+=(python3 python3-torch python3-sklearn python3-numpy)
 fi
@@ -40,6 +46,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The dashboard's charting library, vendored into the binary at build time (web/CMakeLists.txt).
+if [ ! -f "$root/web/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
+  echo "setup: npm ci in web/ (uPlot for the dashboard)"
+  (cd "$root/web" && npm ci --no-audit --no-fund)
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

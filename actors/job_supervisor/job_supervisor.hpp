@@ -100,6 +100,11 @@ struct job_result {
   std::string stop_reason;            // "": ran every step; early_stopping; target_auc
   double target_seconds = -1.0;       // training.target_auc: time and samples to reach it (-1: not)
   int64_t target_samples = -1;
+  // Each shard's statistics at the end, by index (with its audit ledger when the nodes run
+  // audited, node_agent_config::audit); `shard` is -1 where a shard did not answer (lost after
+  // training ended: the result stands, its statistics are missing).
+  std::vector<shard_stats> shards;
+  std::vector<float> test_logits;     // the final evaluation's logits, in test-split order
 };
 
 template <class Inspector>
@@ -109,11 +114,13 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
            x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
            x.gradients_lost, x.failures, x.test_ne, x.test_calibration, x.test_gauc, x.steps,
            x.steps_total, x.best_step, x.validation_auc, x.validation_logloss, x.validation_gauc,
-           x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds, x.target_samples);
+           x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds, x.target_samples,
+           x.shards, x.test_logits);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
                                               caf::reacts_to<progress_atom, progress_report>,
+                                              caf::reacts_to<applied_atom, int64_t, int32_t>,
                                               caf::reacts_to<cut_atom, cut_report>,
                                               caf::replies_to<checkpoint_atom>::with<int64_t>,
                                               caf::reacts_to<restore_atom, uint64_t>,     // internal
@@ -140,7 +147,8 @@ struct job_supervisor_config {
   job_placement placement;                             // empty lists: everything on nodes[0]
   manifest cluster;                                    // for re-placing after a node loss
   node_directory_actor directory;                      // null: embedded (no re-placement)
-  caf::duration spawn_timeout{std::chrono::seconds(120)};  // per spawn request
+  std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
+                                   // there after the evaluation (a full embedding snapshot)
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,

@@ -44,7 +44,7 @@ void snapshot_best(self_ptr self, std::function<void()> next) {
   auto infos = std::make_shared<std::vector<shard_snapshot_info>>();
   auto left = std::make_shared<size_t>(st.shards.size());
   for (auto& s : st.shards)
-    self->request(s, std::chrono::minutes(10), snapshot_atom::value, st.best_dir, seq, true)
+    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, st.best_dir, seq, true)
       .then(
         [self, gen, seq, infos, left, next](const shard_snapshot_info& info) {
           auto& st = self->state;
@@ -93,10 +93,10 @@ void restore_best(self_ptr self, std::function<void()> next) {
     on_failure(self, gen, "restoring the best model: " + error_text(e));
   };
   for (auto& s : st.shards)
-    self->request(s, std::chrono::minutes(10), restore_atom::value, st.best_dir, st.best_snapshot)
+    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, st.best_dir, st.best_snapshot)
       .then([one_done](int64_t) { one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, std::chrono::minutes(1), restore_atom::value, st.best_dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, st.best_dense)
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
@@ -126,7 +126,7 @@ void evaluate_validation(self_ptr self, const std::string& what,
   auto results = std::make_shared<std::vector<capnp_payload>>(st.trainers.size());
   auto left = std::make_shared<size_t>(st.trainers.size());
   for (size_t i = 0; i < st.trainers.size(); ++i)
-    self->request(st.trainers[i], std::chrono::minutes(30), eval_atom::value, st.data.validation_batches)
+    self->request(st.trainers[i], ms(st.config.spec.timing.validation_timeout_ms), eval_atom::value, st.data.validation_batches)
       .then(
         [self, gen, i, results, left, done](capnp_payload& p) {
           if (gen != self->state.generation)
@@ -141,7 +141,7 @@ void evaluate_validation(self_ptr self, const std::string& what,
 void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function<void()> next) {
   auto& st = self->state;
   auto& spec = st.config.spec;
-  auto secs = std::chrono::duration<double>(clock_type::now() - st.started).count();
+  auto secs = std::chrono::duration<double>(self->clock().now() - st.started).count();
   auto samples = st.committed_samples + st.pending_samples;
   double train_loss = st.samples_since_eval > 0
                         ? st.loss_since_eval / static_cast<double>(st.samples_since_eval)
@@ -251,12 +251,12 @@ void validate_at_cut(self_ptr self, std::function<void()> next) {
 void after_cut(self_ptr self) {
   auto& st = self->state;
   auto c = st.cut;
-  bool ending = st.stopping || c >= st.steps;
-  if (!ending) {
+  bool last_cut = st.stopping || c >= st.steps;
+  if (!last_cut) {
     release_trainers(self, next_cut(st, c));
     return;
   }
-  st.finishing = true;
+  st.ending = true;
   auto stop = [self] { release_trainers(self, stop_at_cut); };
   if (keeps_best(st) && st.best_step >= 0 && st.best_step != c && st.best_snapshot > 0) {
     // Restore the best model, and measure it again: the result must be the recorded best.

@@ -65,7 +65,7 @@ std::vector<nlohmann::json> history_of(const job_result& r) {
 
 }  // namespace
 
-TEST_CASE("validation every N steps, and at the end; the history holds every point") {
+TEST_CASE("validation every N steps, and at the end - the history holds every point") {
   auto spec = validated_job();
   spec.model.dense.schedule = {lr_schedule_kind::step, 0, 40, 0.5, 0.0};
   auto r = run_job(spec);

@@ -73,7 +73,7 @@ TEST_CASE("mlp gradients w.r.t. params and input match finite differences") {
   }
 }
 
-TEST_CASE("mlp dropout: a fixed mask's gradients match finite differences; evaluation ignores it") {
+TEST_CASE("mlp dropout: a fixed mask's gradients match finite differences - evaluation ignores it") {
   mlp net(4, {40, 30, 3}, false);
   const int batch = 5;
   std::vector<float> params(net.param_count());

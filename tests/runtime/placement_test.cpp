@@ -66,7 +66,7 @@ TEST_CASE("a plan that does not fit says what is missing") {
   CHECK(error_text(plan.error()).find("dense_trainer 64 of 128") != std::string::npos);
 }
 
-TEST_CASE("without GPUs trainers go to CPU nodes; a selector no node matches is refused") {
+TEST_CASE("without GPUs trainers go to CPU nodes - a selector no node matches is refused") {
   auto m = load("ops/manifests/local-3node.yaml");
   auto spec = job_spec_defaults();
   REQUIRE(!job_spec_finalize(spec));
