@@ -47,6 +47,37 @@ std::string cluster_token(const std::string& flag, const std::string& state_dir)
   return token;
 }
 
+caf::expected<int64_t> node_restarts(const std::string& starts_file) {
+  auto parse = [](const std::string& text, int64_t& out) {
+    char* end = nullptr;
+    out = std::strtoll(text.c_str(), &end, 10);
+    return !text.empty() && end && *end == '\0' && out >= 0;
+  };
+  int64_t n = 0;
+  if (auto* env = std::getenv("SATRAP_NODE_RESTARTS")) {
+    if (!parse(env, n))
+      return make_error(errc::invalid_config, "SATRAP_NODE_RESTARTS: expected a count, got '"
+                                                + std::string(env) + "'");
+    return n;
+  }
+  if (starts_file.empty())
+    return int64_t{0};
+  std::string text;
+  if (std::ifstream in(starts_file); in)
+    std::getline(in, text);
+  if (!text.empty() && !parse(text, n))
+    return make_error(errc::invalid_config, "--starts-file " + starts_file
+                                              + ": expected a count, got '" + text
+                                              + "'; remove the file to count again from 0");
+  auto tmp = starts_file + ".tmp";
+  if (std::ofstream out(tmp, std::ios::trunc); !(out << n + 1 << "\n"))
+    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot write "
+                                              + tmp + " (is its folder writable?)");
+  if (std::rename(tmp.c_str(), starts_file.c_str()) != 0)
+    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot replace it");
+  return n;
+}
+
 void cluster_config_setup(satrap_config& cfg) {
   using namespace std::chrono;
   cfg.set("middleman.heartbeat-interval", caf::timespan{duration_cast<nanoseconds>(seconds(1))});

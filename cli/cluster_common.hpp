@@ -23,6 +23,11 @@ std::string cluster_state_dir(const std::string& flag, const manifest& m);
 // --token-file, else $SATRAP_ADMIN_TOKEN, else <state dir>/admin.token; "" when none.
 std::string cluster_token(const std::string& flag, const std::string& state_dir);
 
+// How often this node process was restarted: $SATRAP_NODE_RESTARTS (set by `satrap supervise`),
+// else, with a starts file, the starts it counted before this one (the file is incremented),
+// else 0.
+caf::expected<int64_t> node_restarts(const std::string& starts_file);
+
 // A config for head and node processes: heartbeats on between connected nodes.
 void cluster_config_setup(satrap_config& cfg);
 

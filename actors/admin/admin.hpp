@@ -11,6 +11,9 @@
 // has one (checkpoint.dir), else marked FAILED with that reason.
 // nodes() lists the live nodes for a job supervisor re-placing a job after a failure;
 // checkpoint(token, id) asks the running job for a checkpoint now.
+// Node process restarts: a node reports how often its supervisor restarted it (node_info), the
+// admin counts registrations from a new process of a node that had joined (rejoins), and a
+// per-host supervisor that gave up on a node says so (gave_up); /status and /metrics show them.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint.
 // Threading: an actor; the HTTP thread talks to it with requests.
@@ -39,11 +42,13 @@ struct node_info {
   std::string version;
   std::string name;
   node_agent_actor agent;
+  int64_t restarts = 0;  // times this node's process was started again (by its supervisor)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent);
+  return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent,
+           x.restarts);
 }
 
 struct job_record {
@@ -106,7 +111,10 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<status_atom>::with<std::string>,                      // /status JSON
   caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
   caf::reacts_to<progress_atom, std::string, job_progress>,             // from a job's observer
-  caf::reacts_to<heartbeat_atom>>;                                      // its own periodic tick
+  caf::reacts_to<heartbeat_atom>,                                       // its own periodic tick
+  // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
+  // token, node, restarts, why.
+  caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>>;
 
 struct admin_config {
   manifest cluster;                 // the nodes that may join

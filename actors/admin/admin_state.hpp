@@ -16,6 +16,7 @@ struct node_entry {
   bool alive = false;
   std::chrono::steady_clock::time_point last_heartbeat;
   int64_t heartbeats = 0;
+  int64_t rejoins = 0;  // registrations from a new process after the first
   // The node's role actors as of its last heartbeat, with messages/s since the one before.
   struct actor_row {
     actor_stat stat;
@@ -50,6 +51,7 @@ struct admin_state {
   int64_t next_id = 1;
   int64_t registrations_refused = 0;
   int64_t requests_refused = 0;             // bad token
+  std::map<std::string, std::string> supervisor_gave_up;  // node -> why its supervisor gave up
   latency_histogram step_latency;
   static inline const char* name = "admin";
 };
