@@ -1,8 +1,9 @@
 // The cluster subcommands: head, node, up, down, supervise (processes) and submit, jobs, cancel,
 // status (clients of the head's admin actor).
 //
-// Which cluster: --manifest, else $SATRAP_MANIFEST, else the manifest of the last `satrap up`
-// in this directory (.satrap/current). The admin token: --token-file, else $SATRAP_ADMIN_TOKEN,
+// Which cluster: --manifest, else $SATRAP_MANIFEST, else $SATRAP_MANIFEST_YAML (the manifest's
+// text, as in containers), else the manifest of the last `satrap up` in this directory
+// (.satrap/current). The admin token: --token-file, else $SATRAP_ADMIN_TOKEN,
 // else <state dir>/admin.token (written by `satrap up`). The state dir (logs, pid files, token,
 // the head's job table) is --state-dir, else .satrap/<cluster>.
 #pragma once

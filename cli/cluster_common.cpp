@@ -17,6 +17,16 @@ caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* p
   if (path.empty())
     if (auto* env = std::getenv("SATRAP_MANIFEST"))
       path = env;
+  if (path.empty())
+    if (auto* text = std::getenv("SATRAP_MANIFEST_YAML"); text && *text) {
+      // The manifest itself, as `satrap k8s` hands it to the pods.
+      manifest m;
+      if (auto err = manifest_load_text(text, "$SATRAP_MANIFEST_YAML", m))
+        return err;
+      if (path_out)
+        *path_out = "";
+      return m;
+    }
   if (path.empty()) {
     std::ifstream current(".satrap/current");
     std::getline(current, path);

@@ -14,7 +14,8 @@ namespace satrap {
 
 constexpr const char* satrap_version = "0.1.0";
 
-// --manifest, else $SATRAP_MANIFEST, else .satrap/current; loaded and validated.
+// --manifest, else $SATRAP_MANIFEST (a file), else $SATRAP_MANIFEST_YAML (the text; path_out
+// is then ""), else .satrap/current; loaded and validated.
 caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out = nullptr);
 
 // --state-dir, else .satrap/<cluster>.

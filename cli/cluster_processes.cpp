@@ -339,6 +339,11 @@ int cluster_commands::run_up() {
     std::cerr << "satrap up: " << error_text(m.error()) << "\n";
     return 2;
   }
+  if (path.empty()) {
+    std::cerr << "satrap up: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
+                 "processes it starts read it from there\n";
+    return 2;
+  }
   path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   fs::create_directories(dir);

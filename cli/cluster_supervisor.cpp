@@ -127,6 +127,11 @@ int cluster_commands::run_supervise() {
     std::cerr << "satrap supervise: " << error_text(m.error()) << "\n";
     return 2;
   }
+  if (path.empty()) {
+    std::cerr << "satrap supervise: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
+                 "processes it starts read it from there\n";
+    return 2;
+  }
   path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   std::error_code ec;

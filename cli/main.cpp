@@ -3,6 +3,7 @@
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
+#include "cli/k8s_command.hpp"
 #include "cli/train_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   gen_criteo.add_to(app);
   satrap::plan_command plan;
   plan.add_to(app);
+  satrap::k8s_command k8s;
+  k8s.add_to(app);
   satrap::cluster_commands cluster;
   cluster.add_to(app);
   CLI11_PARSE(app, argc, argv);
@@ -34,6 +37,8 @@ int main(int argc, char** argv) {
     return gen_criteo.run();
   if (plan.parsed())
     return plan.run();
+  if (k8s.parsed())
+    return k8s.run();
   if (auto status = cluster.run(); status >= 0)
     return status;
   return 0;

@@ -24,7 +24,13 @@ done
 packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          curl procps python3)  # the cluster test: curl for /status, pgrep, python3 for JSON
+          curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
+          # Deployment: the image and the container test (podman with runc, the local pause
+          # image needs catatonit; debootstrap makes the base image), Kubernetes validation.
+          podman runc catatonit conmon containernetworking-plugins iptables uidmap slirp4netns
+          fuse-overlayfs debootstrap binutils nodejs)
+# nodejs from NodeSource carries npm; Debian's nodejs needs the npm package.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 if [ "$bench" = 1 ]; then
   packages+=(python3 python3-torch python3-sklearn python3-numpy)
 fi
@@ -40,6 +46,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# podman on this kind of machine (Debian 12's podman 4.3 in a container with hybrid cgroups):
+# runc (crun refuses the hybrid layout), cgroupfs (no systemd), default ulimits within the hard
+# limits (the container test runs `podman kube play`).
+conf=/etc/containers/containers.conf.d/50-satrap.conf
+if [ ! -f "$conf" ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo mkdir -p "$(dirname "$conf")"
+  printf '%s\n' '# Written by satrap ops/setup.sh.' '[containers]' \
+    'default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]' \
+    '[engine]' 'runtime = "runc"' 'cgroup_manager = "cgroupfs"' | $sudo tee "$conf" >/dev/null
+  echo "setup: wrote $conf"
+fi
+# The offline Kubernetes schema validator (tests: deploy/k8s_validate).
+(cd "$root/ops/k8s/validate" && npm ci --no-audit --no-fund --loglevel=error)
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]}" >/dev/null
