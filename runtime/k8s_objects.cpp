@@ -249,8 +249,12 @@ struct renderer {
     return {{"requests", r}, {"limits", r}};
   }
 
-  obj state_volume() const { return {{"name", "state"}, {"emptyDir", obj::object()}}; }
-  obj state_mount() const { return {{"name", "state"}, {"mountPath", state_dir}}; }
+  obj state_volume(const std::string& name = "state") const {
+    return {{"name", name}, {"emptyDir", obj::object()}};
+  }
+  obj state_mount(const std::string& name = "state") const {
+    return {{"name", name}, {"mountPath", state_dir}};
+  }
 
   obj config_objects() const {
     std::string header = "# The node manifest of cluster '" + m.cluster + "' as its pods see it"
@@ -275,11 +279,7 @@ struct renderer {
     return obj::array({cm, secret});
   }
 
-  obj head_objects() const {
-    auto component = obj{{"app.kubernetes.io/component", "head"}};
-    obj scrape{{"prometheus.io/scrape", "true"},
-               {"prometheus.io/port", std::to_string(m.head.status_port)},
-               {"prometheus.io/path", "/metrics"}};
+  obj head_container(const std::string& volume) const {
     auto probe = [&](const char* path, int period, int failures) {
       return obj{{"httpGet", {{"path", path}, {"port", "status"}}},
                  {"initialDelaySeconds", 2},
@@ -293,23 +293,31 @@ struct renderer {
       {"imagePullPolicy", "IfNotPresent"},
       {"args", obj::array({"head", "--state-dir", state_dir, "--listen", "0.0.0.0"})},
       {"env", env()},
-      {"ports", obj::array({{{"name", "admin"}, {"containerPort", m.head.port}},
-                            {{"name", "status"}, {"containerPort", m.head.status_port}}})},
-      {"livenessProbe", probe("/healthz", 10, 3)},
-      {"readinessProbe", probe("/readyz", 5, 1)},
       {"resources", resources(o.head_cpu, o.head_memory, 0)},
       {"securityContext", container_security()},
-      {"volumeMounts", obj::array({state_mount()})}};
+      {"volumeMounts", obj::array({state_mount(volume)})}};
+    if (!podman) {
+      // kube play turns ports into host port mappings (refused with host networking) and probes
+      // into commands run inside the container under systemd timers: neither here.
+      container["ports"] = obj::array({{{"name", "admin"}, {"containerPort", m.head.port}},
+                                       {{"name", "status"}, {"containerPort", m.head.status_port}}});
+      container["livenessProbe"] = probe("/healthz", 10, 3);
+      container["readinessProbe"] = probe("/readyz", 5, 1);
+    }
+    return container;
+  }
+
+  obj head_objects() const {
+    auto component = obj{{"app.kubernetes.io/component", "head"}};
+    obj scrape{{"prometheus.io/scrape", "true"},
+               {"prometheus.io/port", std::to_string(m.head.status_port)},
+               {"prometheus.io/path", "/metrics"}};
     obj pod_spec{{"restartPolicy", "Always"},
                  {"terminationGracePeriodSeconds", o.termination_grace_s},
                  {"securityContext", pod_security()},
-                 {"containers", obj::array({container})},
+                 {"containers", obj::array({head_container("state")})},
                  {"volumes", obj::array({state_volume()})}};
-    if (podman)
-      pod_spec["hostNetwork"] = true;
-    obj template_md{{"labels", labels("head")}};
-    if (!podman)
-      template_md["annotations"] = scrape;
+    obj template_md{{"labels", labels("head")}, {"annotations", scrape}};
     obj deployment{{"apiVersion", "apps/v1"},
                    {"kind", "Deployment"},
                    {"metadata", meta("head", component)},
@@ -318,8 +326,6 @@ struct renderer {
                      {"strategy", {{"type", "Recreate"}}},  // never two heads at once
                      {"selector", {{"matchLabels", labels("head")}}},
                      {"template", {{"metadata", template_md}, {"spec", pod_spec}}}}}};
-    if (podman)
-      return obj::array({deployment});
     auto service_md = meta("head", component);
     service_md["annotations"] = scrape;
     obj service{{"apiVersion", "v1"},
@@ -336,7 +342,9 @@ struct renderer {
     return obj::array({deployment, service});
   }
 
-  obj node_pod_spec(const group& g, const std::string& node_name, uint16_t port) const {
+  obj node_container(const group& g, const std::string& container_name,
+                     const std::string& node_name, uint16_t port,
+                     const std::string& volume) const {
     auto& n = g.first;
     obj args = obj::array({"node", "--name", node_name, "--wait", std::to_string(o.node_wait_s),
                            "--starts-file", std::string(state_dir) + "/starts"});
@@ -346,22 +354,26 @@ struct renderer {
                       obj{{"name", "SATRAP_POD_NAME"},
                           {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
     obj container{
-      {"name", "node"},
+      {"name", container_name},
       {"image", o.image},
       {"imagePullPolicy", "IfNotPresent"},
       {"args", args},
       {"env", env_list},
-      {"ports", obj::array({{{"name", "node"}, {"containerPort", port}}})},
       {"resources", resources(std::to_string(n.resources.cores),
                               k8s_memory_quantity(n.resources.memory_bytes), n.resources.gpus)},
       {"securityContext", container_security()},
-      {"volumeMounts", obj::array({state_mount()})}};
+      {"volumeMounts", obj::array({state_mount(volume)})}};
+    if (!podman)
+      container["ports"] = obj::array({{{"name", "node"}, {"containerPort", port}}});
+    return container;
+  }
+
+  obj node_pod_spec(const group& g, const std::string& node_name, uint16_t port) const {
+    auto& n = g.first;
     obj spec{{"restartPolicy", "Always"},
              {"terminationGracePeriodSeconds", o.termination_grace_s},
              {"securityContext", pod_security()}};
-    if (podman) {
-      spec["hostNetwork"] = true;
-    } else {
+    {
       obj selector = obj::object();
       if (auto it = n.labels.find("machine"); it != n.labels.end())
         selector["node.kubernetes.io/instance-type"] = it->second;
@@ -376,9 +388,37 @@ struct renderer {
                                            {"operator", "Exists"},
                                            {"effect", "NoSchedule"}}});
     }
-    spec["containers"] = obj::array({container});
+    spec["containers"] = obj::array({node_container(g, "node", node_name, port, "state")});
     spec["volumes"] = obj::array({state_volume()});
     return spec;
+  }
+
+  // Flavor podman: the whole cluster as one Pod with host networking. One Pod, sharing its
+  // process namespace, because CAF names a process by its host (network interfaces, root file
+  // system) and pid: with host networking, pods of their own would all run satrap as pid 1 and
+  // every node would take the head for itself. Each container restarts on its own.
+  obj podman_pod(const std::vector<group>& groups) const {
+    obj containers = obj::array({head_container("state-head")});
+    obj volumes = obj::array({state_volume("state-head")});
+    for (auto& g : groups)
+      for (auto& name : g.names) {
+        auto& spec = *std::find_if(m.nodes.begin(), m.nodes.end(),
+                                   [&](auto& n) { return n.name == name; });
+        containers.push_back(node_container(g, name, name, spec.port, "state-" + name));
+        volumes.push_back(state_volume("state-" + name));
+      }
+    auto name = dns_label(m.cluster, 63) ? m.cluster : std::string("satrap");
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", meta(name, obj{{"app.kubernetes.io/component", "cluster"}})},
+            {"spec",
+             {{"hostNetwork", true},
+              {"shareProcessNamespace", true},
+              {"restartPolicy", "Always"},
+              {"terminationGracePeriodSeconds", o.termination_grace_s},
+              {"securityContext", pod_security()},
+              {"containers", containers},
+              {"volumes", volumes}}}};
   }
 
   obj pod_labels(const group& g) const {
@@ -394,20 +434,6 @@ struct renderer {
     for (auto& g : groups) {
       auto component = obj{{"app.kubernetes.io/component", "node"},
                            {"satrap.io/group", g.workload}};
-      if (podman) {
-        // One Pod per node: kube play runs no StatefulSets. Same spec, host networking.
-        for (size_t i = 0; i < g.names.size(); ++i) {
-          auto& spec = *std::find_if(m.nodes.begin(), m.nodes.end(),
-                                     [&](auto& n) { return n.name == g.names[i]; });
-          auto md = meta(g.names[i], component);
-          md["labels"] = pod_labels(g);
-          out.push_back({{"apiVersion", "v1"},
-                         {"kind", "Pod"},
-                         {"metadata", md},
-                         {"spec", node_pod_spec(g, g.names[i], spec.port)}});
-        }
-        continue;
-      }
       obj service{{"apiVersion", "v1"},
                   {"kind", "Service"},
                   {"metadata", meta(g.workload, component)},
@@ -544,14 +570,18 @@ caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
     docs.push_back({{"apiVersion", "v1"},
                     {"kind", "Namespace"},
                     {"metadata", {{"name", r.ns}, {"labels", r.labels("namespace")}}}});
-  for (auto part : {&renderer::config_objects, &renderer::head_objects})
-    for (auto& d : (r.*part)())
-      docs.push_back(d);
-  for (auto& d : r.node_objects(*groups))
+  for (auto& d : r.config_objects())
     docs.push_back(d);
-  if (!r.podman)
+  if (r.podman) {
+    docs.push_back(r.podman_pod(*groups));
+  } else {
+    for (auto& d : r.head_objects())
+      docs.push_back(d);
+    for (auto& d : r.node_objects(*groups))
+      docs.push_back(d);
     for (auto& d : r.job_objects())
       docs.push_back(d);
+  }
   std::ostringstream os;
   os << "# Kubernetes objects for satrap cluster '" << m.cluster << "'"
      << (o.source.empty() ? "" : " (" + o.source + ")") << ", flavor "

@@ -17,8 +17,13 @@
 //     (suspended unless a job file was given).
 // Flavor podman (`podman kube play`, which runs Pods and Deployments but not StatefulSets,
 // Services or Jobs, cannot mount Secrets and keeps ConfigMap volumes after `kube down`): the
-// same objects from the same code, but one Pod per node, host networking (the manifest's
-// addresses unchanged), the token in a ConfigMap, no node selectors, tolerations or GPUs.
+// same containers from the same code, in one Pod named after the cluster (a container for the
+// head and one per node, each with its emptyDir), sharing its process namespace, with host
+// networking (the manifest's addresses unchanged): CAF names a process by its host's interfaces
+// and its pid, and separate pods would all run satrap as pid 1. The token is in a ConfigMap;
+// no node selectors, tolerations or GPUs, no container ports (kube play maps them to host
+// ports, refused with host networking) and no probes (kube play runs them as commands inside
+// the container, under systemd timers).
 // Both flavors hand the manifest and the token to satrap as environment variables
 // ($SATRAP_MANIFEST_YAML, $SATRAP_ADMIN_TOKEN) from those objects.
 //

@@ -43,7 +43,7 @@ def log(msg):
 
 def fail(msg):
     print(f"container_test: FAIL: {msg}", file=sys.stderr)
-    for name in ("head-pod-0-head", "node-0-node", "node-1-node", "node-2-node"):
+    for name in ("ctest-local-head", "ctest-local-node-0", "ctest-local-node-1", "ctest-local-node-2"):
         r = subprocess.run(["podman", "logs", "--tail", "15", name], capture_output=True, text=True)
         print(f"== podman logs {name}\n{r.stdout}{r.stderr}", file=sys.stderr)
     raise SystemExit(1)
@@ -156,7 +156,7 @@ def main():
         return j if j and j["state"] == "RUNNING" and j["steps"] >= 100 else None
     wait_for(running, "the job to run 100 steps", 300)
     victim = "node-1"
-    container = f"{victim}-node"
+    container = f"ctest-local-{victim}"  # kube play names containers <pod>-<container>
     pid = int(sh("podman", "inspect", "--format", "{{.State.Pid}}", container).stdout.strip())
     restarts_before = int(sh("podman", "inspect", "--format", "{{.RestartCount}}",
                              container).stdout.strip())
@@ -207,7 +207,8 @@ def main():
     figures.update(auc=final["test_auc"], auc_embedded=ref["test_auc"], auc_delta=delta,
                    node_restarts=node["restarts"], job_restarts=final["restarts"],
                    total_s=time.monotonic() - t0)
-    print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+    print(" ".join(f"{k}={v:.4f}" if k.startswith("auc") else
+                   f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in figures.items()))
     log("PASS")
 

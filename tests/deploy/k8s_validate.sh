@@ -23,7 +23,7 @@ for m in gcp-persia-100t local-3node; do
 done
 node "$validator/validate.mjs" "${files[@]}"
 # A field the API does not know and a wrong type must be refused.
-sed -e 's/^  replicas: 1$/  replicas: one/' -e 's/^    serviceName: gpu$/    serviceName: gpu\n    bogusField: 1/' \
+sed -e 's/^  replicas: 1$/  replicas: one/' -e 's/^  serviceName: gpu$/  serviceName: gpu\n  bogusField: 1/' \
   "$root/ops/k8s/persia-100t.yaml" > "$work/broken.yaml"
 grep -q bogusField "$work/broken.yaml" && grep -q "replicas: one" "$work/broken.yaml" \
   || { echo "k8s_validate: FAIL: could not break the file (its layout changed?)" >&2; exit 1; }
