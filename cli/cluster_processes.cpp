@@ -127,7 +127,10 @@ int cluster_commands::run() {
 
 namespace {
 
-http_response head_http(caf::actor_system& sys, const admin_actor& admin, const std::string& path) {
+http_response head_http(caf::actor_system& sys, const admin_actor& admin, const http_request& req) {
+  auto& path = req.path;
+  if (req.method != "GET")
+    return {405, "text/plain", "only GET: this endpoint is read-only\n"};
   caf::scoped_actor self{sys};
   http_response r;
   auto ask = [&](auto atom, const char* type) {
@@ -188,7 +191,7 @@ int cluster_commands::run_head() {
   }
   http_server http;
   auto why = http.start(listen_.empty() ? m->head.host : listen_, m->head.status_port,
-                        [&sys, admin](const std::string& path) { return head_http(sys, admin, path); });
+                        [&sys, admin](const http_request& req) { return head_http(sys, admin, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
     caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);

@@ -24,6 +24,7 @@ done
 packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+          libcpp-httplib-dev libssl-dev
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           # Deployment: the image and the container test (podman with runc, the local pause
           # image needs catatonit; debootstrap makes the base image), Kubernetes validation.

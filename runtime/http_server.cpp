@@ -1,161 +1,92 @@
 #include "runtime/http_server.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <httplib.h>
 
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
+#include <cctype>
 
 namespace satrap {
 
-std::string http_server::start(const std::string& host, uint16_t port, handler h) {
-  handler_ = std::move(h);
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0)
-    return std::string("socket: ") + std::strerror(errno);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (host == "127.0.0.1" || host == "localhost")
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0
-      || ::listen(listen_fd_, 64) != 0) {
-    auto why = std::string(std::strerror(errno));
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-    return "cannot listen on port " + std::to_string(port) + ": " + why;
-  }
-  running_ = true;
-  thread_ = std::thread([this] { serve(); });
+std::string http_request::header(const std::string& name) const {
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+  };
+  auto want = lower(name);
+  for (auto& [k, v] : headers)
+    if (lower(k) == want)
+      return v;
+  return "";
+}
+
+struct http_server::impl {
+  httplib::Server server;
+};
+
+http_server::http_server() : impl_(std::make_unique<impl>()) {}
+
+http_server::~http_server() { stop(); }
+
+std::string http_server::start(const std::string& host, uint16_t port, handler h,
+                               http_limits limits) {
+  auto& s = impl_->server;
+  auto threads = std::max<size_t>(1, limits.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  auto secs = [](std::chrono::milliseconds d) { return d.count() / 1000; };
+  auto usecs = [](std::chrono::milliseconds d) { return (d.count() % 1000) * 1000; };
+  s.set_read_timeout(secs(limits.read_timeout), usecs(limits.read_timeout));
+  s.set_write_timeout(secs(limits.write_timeout), usecs(limits.write_timeout));
+  s.set_keep_alive_timeout(std::max<time_t>(1, secs(limits.keep_alive)));
+  s.set_payload_max_length(limits.max_body_bytes);
+  auto serve = [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    http_request r;
+    r.method = req.method;
+    r.path = req.path;
+    for (auto& [k, v] : req.params)
+      r.params.emplace(k, v);
+    for (auto& [k, v] : req.headers)
+      r.headers.emplace(k, v);
+    r.body = req.body;
+    r.remote_addr = req.remote_addr;
+    auto out = h(r);
+    res.status = out.status;
+    for (auto& [k, v] : out.headers)
+      res.set_header(k, v);
+    res.set_content(std::move(out.body), out.content_type);
+  };
+  s.Get(".*", serve);
+  s.Post(".*", serve);
+  s.Put(".*", serve);
+  s.Delete(".*", serve);
+  if (!s.bind_to_port(host, port))
+    return "cannot listen on " + host + ":" + std::to_string(port)
+           + " (in use, or not an address of this machine)";
+  thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
   return "";
 }
 
 void http_server::stop() {
-  if (!running_.exchange(false))
+  if (!impl_)
     return;
+  impl_->server.stop();
   if (thread_.joinable())
     thread_.join();
-  ::close(listen_fd_);
-  listen_fd_ = -1;
 }
-
-void http_server::serve() {
-  while (running_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0)
-      continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0)
-      continue;
-    answer(fd);
-    ::close(fd);
-  }
-}
-
-namespace {
-
-const char* reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
-void send_all(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    auto n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0)
-      return;
-    sent += static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
-
-void http_server::answer(int fd) {
-  std::string request;
-  char buf[4096];
-  // Read the request head (we never need a body); give a slow client two seconds.
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 2000) <= 0)
-      return;
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0)
-      break;
-    request.append(buf, static_cast<size_t>(n));
-  }
-  auto line_end = request.find("\r\n");
-  auto line = request.substr(0, line_end);
-  auto sp1 = line.find(' ');
-  auto sp2 = line.find(' ', sp1 + 1);
-  http_response r;
-  if (sp1 == std::string::npos || sp2 == std::string::npos) {
-    r = {400, "text/plain", "bad request\n"};
-  } else if (line.substr(0, sp1) != "GET") {
-    r = {405, "text/plain", "only GET: this endpoint is read-only\n"};
-  } else {
-    auto path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    path = path.substr(0, path.find('?'));
-    r = handler_(path);
-  }
-  send_all(fd, "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status)
-                 + "\r\nContent-Type: " + r.content_type + "\r\nContent-Length: "
-                 + std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" + r.body);
-}
-
-}  // namespace satrap
-
-namespace satrap {
 
 http_response http_get(const std::string& host, uint16_t port, const std::string& path,
                        int timeout_ms) {
   http_response r;
   r.status = 0;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
-    return r;
-  int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0);
-  bool ok = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0;
-  ::freeaddrinfo(res);
-  if (!ok) {
-    if (fd >= 0)
-      ::close(fd);
-    return r;
+  httplib::Client c(host, port);
+  auto t = std::chrono::milliseconds(timeout_ms);
+  c.set_connection_timeout(t);
+  c.set_read_timeout(t);
+  c.set_write_timeout(t);
+  if (auto res = c.Get(path)) {
+    r.status = res->status;
+    r.body = res->body;
+    r.content_type = res->get_header_value("Content-Type");
   }
-  send_all(fd, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
-  std::string data;
-  char buf[8192];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0)
-      break;
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0)
-      break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  auto sp = data.find(' ');
-  auto body = data.find("\r\n\r\n");
-  if (sp == std::string::npos || body == std::string::npos)
-    return r;
-  r.status = std::atoi(data.c_str() + sp + 1);
-  r.body = data.substr(body + 4);
   return r;
 }
 

@@ -1,47 +1,73 @@
-// A small read-only HTTP/1.1 server for the status endpoint: GET only, one request per
-// connection, answered by a handler. It runs on its own thread; the handler must be thread-safe
+// The HTTP/1.1 server of the status endpoint (and of anything else a process serves over HTTP),
+// on cpp-httplib: a pool of worker threads, so one slow or idle client costs one connection, not
+// the endpoint; read, write and keep-alive timeouts; a cap on body size. Every request goes to
+// one handler with the method, path, query parameters, headers and body.
+// Threading: the handler runs on the pool's threads, several at once: it must be thread-safe
 // (the head's handler asks the admin actor with blocking requests).
 #pragma once
 
-#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace satrap {
 
+struct http_request {
+  std::string method;                         // "GET", "POST", ...
+  std::string path;                           // without the query
+  std::map<std::string, std::string> params;  // query parameters
+  std::multimap<std::string, std::string> headers;
+  std::string body;
+  std::string remote_addr;                    // the peer's address, for logs
+
+  // The value of header `name` (case-insensitive), or "".
+  std::string header(const std::string& name) const;
+};
+
 struct http_response {
+  http_response() = default;
+  http_response(int s, std::string type, std::string text)
+      : status(s), content_type(std::move(type)), body(std::move(text)) {}
+
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
+};
+
+// Knobs of the server (see runtime/http_server.cpp for why each default).
+struct http_limits {
+  size_t threads = 8;                               // workers: concurrent requests served
+  std::chrono::milliseconds read_timeout{5000};     // per read of a request
+  std::chrono::milliseconds write_timeout{5000};    // per write of a response
+  std::chrono::milliseconds keep_alive{5000};       // an idle kept-alive connection is closed
+  size_t max_body_bytes = 1 << 20;                  // larger bodies get 413
 };
 
 class http_server {
  public:
-  using handler = std::function<http_response(const std::string& path)>;
+  using handler = std::function<http_response(const http_request&)>;
 
-  http_server() = default;
+  http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
-  ~http_server() { stop(); }
+  ~http_server();
 
-  // Binds host:port and starts serving; "" on success, else why not.
-  std::string start(const std::string& host, uint16_t port, handler h);
+  // Binds host:port (the host as given: "127.0.0.1" binds loopback only, "0.0.0.0" every
+  // interface) and starts serving; "" on success, else why not.
+  std::string start(const std::string& host, uint16_t port, handler h, http_limits limits = {});
   void stop();
 
  private:
-  void serve();
-  void answer(int fd);
-
-  int listen_fd_ = -1;
-  std::atomic<bool> running_{false};
+  struct impl;
+  std::unique_ptr<impl> impl_;
   std::thread thread_;
-  handler handler_;
 };
-
-}  // namespace satrap
-
-namespace satrap {
 
 // GET http://host:port/path with a timeout; status 0 when there was no answer.
 http_response http_get(const std::string& host, uint16_t port, const std::string& path,
