@@ -350,11 +350,12 @@ int cluster_commands::run_up() {
   path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   fs::create_directories(dir);
-  if (pid_alive(read_pid(dir + "/head.pid"))) {
-    std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir
-              << "/head.pid); `satrap down` first\n";
-    return 1;
-  }
+  for (auto* file : {"/head.pid", "/supervisor.pid"})
+    if (pid_alive(read_pid(dir + file))) {
+      std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir << file
+                << "); `satrap down` first\n";
+      return 1;
+    }
   auto token_path = token_file_.empty() ? dir + "/admin.token" : token_file_;
   if (cluster_token(token_file_, dir).empty()) {
     std::ofstream out(token_path, std::ios::trunc);
