@@ -2,12 +2,14 @@
 #include "cli/cluster_commands.hpp"
 
 #include "cli/cluster_common.hpp"
+#include "cli/progress_line.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -101,32 +103,36 @@ int cluster_commands::run_submit() {
   if (!follow_)
     return 0;
   bool tty = isatty(STDERR_FILENO) != 0;
-  std::string last_state;
+  std::optional<job_state> last_state;
   for (;;) {
     auto j = ask<job_record>(**s, get_atom::value, *id);
     if (!j)
       return fail("submit", j.error());
     if (j->state != last_state) {
-      std::fprintf(stderr, "%sjob %s %s%s%s\n", tty ? "\r" : "", id->c_str(), j->state.c_str(),
+      std::fprintf(stderr, "%sjob %s %s%s%s\n", tty ? "\r" : "", id->c_str(), job_state_name(j->state),
                    j->message.empty() ? "" : ": ", j->message.c_str());
       last_state = j->state;
-    } else if (tty && j->state == "RUNNING") {
-      std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
-                   static_cast<long long>(j->steps), static_cast<long long>(j->steps_total),
-                   static_cast<long long>(j->samples), j->samples_per_sec, j->loss,
-                   j->running_auc);
+    } else if (tty && j->state == job_state::running) {
+      job_progress p;
+      p.steps = j->steps;
+      p.steps_total = j->steps_total;
+      p.samples = j->samples;
+      p.samples_per_sec = j->samples_per_sec;
+      p.loss = j->loss;
+      p.running_auc = j->running_auc;
+      print_progress_line(p);
     }
     if (job_state_final(j->state)) {
       if (tty)
         std::fprintf(stderr, "\n");
       std::printf("job %s %s: test auc %s  oracle auc %s  logloss %s  %lld samples  %.0f "
                   "samples/s\n",
-                  id->c_str(), j->state.c_str(), fmt_auc(j->test_auc).c_str(),
+                  id->c_str(), job_state_name(j->state), fmt_auc(j->test_auc).c_str(),
                   fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
                   static_cast<long long>(j->samples), j->samples_per_sec);
       if (json_)
         std::printf("%s\n", job_record_json(*j).dump().c_str());
-      return j->state == "SUCCEEDED" ? 0 : 1;
+      return j->state == job_state::succeeded ? 0 : 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
@@ -147,7 +153,7 @@ int cluster_commands::run_jobs() {
       std::printf("%s\n", job_record_json(j).dump().c_str());
     else
       std::printf("%-6s %-20s %-10s %12lld %10s %10s  %s\n", j.id.c_str(), j.name.c_str(),
-                  j.state.c_str(), static_cast<long long>(j.samples), fmt_auc(j.test_auc).c_str(),
+                  job_state_name(j.state), static_cast<long long>(j.samples), fmt_auc(j.test_auc).c_str(),
                   fmt_auc(j.oracle_auc).c_str(), j.message.c_str());
   }
   return 0;
@@ -161,7 +167,7 @@ int cluster_commands::run_cancel() {
   auto j = ask<job_record>(**s, cancel_atom::value, token, job_id_);
   if (!j)
     return fail("cancel", j.error());
-  std::printf("job %s %s\n", j->id.c_str(), j->state.c_str());
+  std::printf("job %s %s\n", j->id.c_str(), job_state_name(j->state));
   return 0;
 }
 

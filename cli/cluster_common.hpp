@@ -5,14 +5,13 @@
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/manifest.hpp"
+#include "runtime/version.hpp"
 
 #include <caf/expected.hpp>
 
 #include <string>
 
 namespace satrap {
-
-constexpr const char* satrap_version = "0.1.0";
 
 // --manifest, else $SATRAP_MANIFEST (a file), else $SATRAP_MANIFEST_YAML (the text; path_out
 // is then ""), else .satrap/current; loaded and validated.

@@ -6,19 +6,18 @@
 #include "cli/k8s_command.hpp"
 #include "cli/train_command.hpp"
 
+#include "runtime/version.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
-#ifndef SATRAP_VERSION
-#define SATRAP_VERSION "0.1.0"
-#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
                "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
                "dense network synchronously on data-parallel trainers (after PERSIA)."};
-  app.set_version_flag("--version", SATRAP_VERSION);
+  app.set_version_flag("--version", satrap::satrap_version);
   app.require_subcommand(1);
   satrap::train_command train;
   train.add_to(app);

@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
@@ -34,12 +35,7 @@ void train_command::add_to(CLI::App& app) {
 namespace {
 
 // One line, rewritten in place, while a terminal watches.
-void show_progress(const job_progress& p) {
-  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f   ",
-               static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
-               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc);
-  std::fflush(stderr);
-}
+void show_progress(const job_progress& p) { print_progress_line(p); }
 
 void print_result(const job_spec& spec, const job_result& r, bool json) {
   std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",

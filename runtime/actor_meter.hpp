@@ -1,7 +1,7 @@
 // Per-actor counters for the status endpoint: messages handled and mailbox depth.
 //
-// Each role actor registers a meter when it starts (meter_register) and calls on_message(self)
-// at the top of every handler; the registration ends with the actor's state. A node reports
+// Each role actor registers a meter when it starts (a meter_handle in its state, below) and calls
+// on_message(self) at the top of every handler; the registration ends with the actor's state. A node reports
 // meters_snapshot() with its heartbeats, and the head turns the totals into messages/s.
 // Threading: a meter is written by its actor and read by any thread (relaxed atomics);
 // the registry is guarded by a mutex.

@@ -16,7 +16,6 @@ using chunk_atom = caf::atom_constant<caf::atom("chunk")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
-using params_atom = caf::atom_constant<caf::atom("params")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 // Cluster runtime.
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
@@ -32,7 +31,6 @@ using get_atom = caf::atom_constant<caf::atom("get")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
-using ended_atom = caf::atom_constant<caf::atom("ended")>;
 using gave_up_atom = caf::atom_constant<caf::atom("gave_up")>;  // a per-host supervisor
 // Checkpoints and recovery.
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;

@@ -84,7 +84,7 @@ std::string job_data_cache_root(const data_spec& data) {
 }
 
 caf::expected<job_data> job_data_open(const job_spec& spec) {
-  if (spec.data.source != "synthetic")
+  if (spec.data.source != data_source::synthetic)
     return open_files(spec);
   job_data out;
   out.source = std::make_shared<const synthetic_generator>(spec.data.synthetic);

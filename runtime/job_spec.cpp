@@ -257,9 +257,9 @@ std::vector<job_field> make_fields() {
     SATRAP_ENUM_FIELD("model.embedding.simd", "", "store kernels: auto (AVX2 when present) or scalar",
                       model.embedding.simd, {"auto", simd_choice::automatic}, {"scalar", simd_choice::scalar}),
     SATRAP_ENUM_FIELD("data.source", "source", "where batches come from", data.source,
-                      std::pair<const char*, std::string>{"synthetic", "synthetic"},
-                      {"criteo", "criteo"}, {"libsvm", "libsvm"}, {"libfm", "libfm"},
-                      {"libffm", "libffm"}),
+                      {"synthetic", data_source::synthetic}, {"criteo", data_source::criteo},
+                      {"libsvm", data_source::libsvm}, {"libfm", data_source::libfm},
+                      {"libffm", data_source::libffm}),
     SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
                       data.train_files),
     SATRAP_LIST_FIELD("data.test_files", "test-files", "test data files; none: hold out data.test_fraction",
@@ -464,34 +464,46 @@ namespace {
 
 // The file format follows data.source; checks what the data keys need together.
 caf::error data_finalize(data_spec& d) {
-  if (d.source == "synthetic")
+  if (d.source == data_source::synthetic)
     return caf::none;
-  d.format.format = d.source == "criteo"   ? text_format::criteo
-                    : d.source == "libffm" ? text_format::libffm
-                                           : text_format::libsvm;
+  d.format.format = d.source == data_source::criteo   ? text_format::criteo
+                    : d.source == data_source::libffm ? text_format::libffm
+                                                      : text_format::libsvm;
   auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
   if (auto want = text_format_check(d.format); !want.empty())
-    return bad("data: expected " + want + " for data.source " + d.source);
+    return bad("data: expected " + want + " for data.source " + data_source_name(d.source));
   if (d.train_files.empty())
-    return bad("data.train_files: expected at least one file for data.source " + d.source);
+    return bad("data.train_files: expected at least one file for data.source "
+               + std::string(data_source_name(d.source)));
   return caf::none;
 }
 
 }  // namespace
 
+const char* data_source_name(data_source s) {
+  switch (s) {
+    case data_source::synthetic: return "synthetic";
+    case data_source::criteo: return "criteo";
+    case data_source::libsvm: return "libsvm";
+    case data_source::libfm: return "libfm";
+    case data_source::libffm: return "libffm";
+  }
+  return "?";
+}
+
 int job_data_slots(const data_spec& d) {
-  return d.source == "synthetic" ? d.synthetic.slots : text_format_slots(d.format);
+  return d.source == data_source::synthetic ? d.synthetic.slots : text_format_slots(d.format);
 }
 
 int job_data_dense_features(const data_spec& d) {
-  return d.source == "synthetic" ? d.synthetic.dense_features : text_format_dense_features(d.format);
+  return d.source == data_source::synthetic ? d.synthetic.dense_features : text_format_dense_features(d.format);
 }
 
 caf::error job_spec_finalize(job_spec& spec) {
   auto bad = [](const std::string& what) { return make_error(errc::invalid_config, what); };
   if (auto err = data_finalize(spec.data))
     return err;
-  if (spec.data.source == "synthetic" && spec.training.test_batches == 0)
+  if (spec.data.source == data_source::synthetic && spec.training.test_batches == 0)
     return bad("training.test_batches: expected at least 1 for synthetic data (0 means the whole "
                "test split, which only file data has)");
   spec.model.network.slots = job_data_slots(spec.data);

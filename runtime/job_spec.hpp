@@ -30,8 +30,14 @@ struct model_spec {
   embedding_options embedding;          // sparse optimizer and initialiser; dim follows network.dim
 };
 
+// Where a job's batches come from: the synthetic teacher, or files of one format.
+enum class data_source { synthetic, criteo, libsvm, libfm, libffm };  // libfm = libsvm's format
+
+// The key's text ("synthetic", "criteo", ...), for messages.
+const char* data_source_name(data_source s);
+
 struct data_spec {
-  std::string source = "synthetic";     // synthetic, or a file format: criteo, libsvm (= libfm), libffm
+  data_source source = data_source::synthetic;
   synthetic_options synthetic;          // the synthetic data set and its hidden teacher
   // File data (see models/data/dataset_cache.hpp and file_source.hpp). Paths (files, cache_dir)
   // from a job file are made absolute against its folder; from flags, relative to the working one.

@@ -8,8 +8,27 @@
 
 namespace satrap {
 
-bool job_state_final(const std::string& state) {
-  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+const char* job_state_name(job_state s) {
+  switch (s) {
+    case job_state::pending: return "PENDING";
+    case job_state::placing: return "PLACING";
+    case job_state::running: return "RUNNING";
+    case job_state::succeeded: return "SUCCEEDED";
+    case job_state::failed: return "FAILED";
+    case job_state::cancelled: return "CANCELLED";
+  }
+  return "FAILED";
+}
+
+job_state job_state_from_name(const std::string& name) {
+  for (auto s : all_job_states)
+    if (name == job_state_name(s))
+      return s;
+  return job_state::failed;
+}
+
+bool job_state_final(job_state s) {
+  return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled;
 }
 
 job_record* find_job(admin_state& st, const std::string& id) {
@@ -27,14 +46,14 @@ constexpr auto tick_interval = std::chrono::milliseconds(500);
 
 void try_start(self_ptr self);
 
-void job_end(self_ptr self, const std::string& id, const std::string& state,
+void job_end(self_ptr self, const std::string& id, job_state state,
              const std::string& message) {
   auto& st = self->state;
   if (auto* j = find_job(st, id); j && !job_state_final(j->state)) {
     j->state = state;
     j->message = message;
     j->ended_ms = now_ms();
-    spdlog::info("job_ended id={} state={} message=\"{}\"", id, state, message);
+    spdlog::info("job_ended id={} state={} message=\"{}\"", id, job_state_name(state), message);
   }
   if (st.running && st.running->id == id)
     st.running.reset();
@@ -100,7 +119,7 @@ void try_start(self_ptr self) {
   if (st.running)
     return;
   auto it = std::find_if(st.jobs.begin(), st.jobs.end(),
-                         [](auto& j) { return j.state == "PENDING"; });
+                         [](auto& j) { return j.state == job_state::pending; });
   if (it == st.jobs.end())
     return;
   std::string waiting;
@@ -112,14 +131,21 @@ void try_start(self_ptr self) {
     return;
   }
   auto id = it->id;
-  it->state = "PLACING";
+  it->state = job_state::placing;
   it->message = "";
+  // Validated at submission, but the table may come from disk (jobs.json) or an older head:
+  // a spec that no longer loads fails the job with the reason, never runs defaults.
   auto spec = job_spec_defaults();
-  job_spec_load_text(it->spec_yaml, "job " + id, spec);  // validated at submission
-  job_spec_finalize(spec);
+  auto err = job_spec_load_text(it->spec_yaml, "job " + id, spec);
+  if (!err)
+    err = job_spec_finalize(spec);
+  if (err) {
+    job_end(self, id, job_state::failed, "the job's spec does not load: " + error_text(err));
+    return;
+  }
   auto plan = plan_job(st.config.cluster, spec);
   if (!plan) {
-    job_end(self, id, "FAILED", error_text(plan.error()));
+    job_end(self, id, job_state::failed, error_text(plan.error()));
     return;
   }
   running_job r;
@@ -141,7 +167,7 @@ void try_start(self_ptr self) {
   r.supervisor = spawn_job_supervisor(self->system(), c);
   r.last_progress = steady_clock::now();
   st.running = std::move(r);
-  it->state = "RUNNING";
+  it->state = job_state::running;
   it->started_ms = now_ms();
   jobs_save(st);
   spdlog::info("job_running id={} actors={}", id, plan->actors.size());
@@ -160,9 +186,9 @@ void try_start(self_ptr self) {
           j->checkpoints = res.checkpoints;
           j->gradients_lost = res.gradients_lost;
         }
-        job_end(self, id, "SUCCEEDED", "");
+        job_end(self, id, job_state::succeeded, "");
       },
-      [self, id](const caf::error& e) { job_end(self, id, "FAILED", error_text(e)); });
+      [self, id](const caf::error& e) { job_end(self, id, job_state::failed, error_text(e)); });
 }
 
 caf::result<std::string> on_submit(self_ptr self, const std::string& token,
@@ -199,10 +225,10 @@ caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const
   if (!j)
     return make_error(errc::invalid_config, "no job '" + id + "'");
   if (job_state_final(j->state))
-    return make_error(errc::invalid_config, "job " + id + " already ended (" + j->state + ")");
+    return make_error(errc::invalid_config, "job " + id + " already ended (" + job_state_name(j->state) + ")");
   if (st.running && st.running->id == id)
     self->send_exit(st.running->supervisor, caf::exit_reason::user_shutdown);
-  job_end(self, id, "CANCELLED", "cancelled by the admin");
+  job_end(self, id, job_state::cancelled, "cancelled by the admin");
   return *find_job(st, id);
 }
 
@@ -220,18 +246,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   }
   r.last_progress = now;
   r.last_steps = p.steps;
-  j->steps = p.steps;
-  j->steps_total = p.steps_total;
-  j->samples = p.samples;
-  j->samples_per_sec = p.samples_per_sec;
-  j->loss = p.loss;
-  j->running_auc = p.running_auc;
-  j->restarts = p.restarts + (j->last_failure == "the head stopped" ? 1 : 0);
-  j->batches_replayed = p.batches_replayed;
-  j->checkpoints = p.checkpoints;
-  j->checkpoint_step = p.checkpoint_step;
-  if (!p.last_failure.empty())
-    j->last_failure = p.last_failure;
+  job_apply_progress(*j, p);
 }
 
 }  // namespace

@@ -51,10 +51,23 @@ typename Inspector::result_type inspect(Inspector& f, node_info& x) {
            x.restarts);
 }
 
+// The life of a job: PENDING (queued) -> PLACING -> RUNNING -> one of the three final states.
+enum class job_state : uint8_t { pending, placing, running, succeeded, failed, cancelled };
+
+// "PENDING", "RUNNING", ... (as /status, jobs.json and `satrap jobs` show it).
+const char* job_state_name(job_state s);
+// The state named `name`, or failed for a name no satrap wrote (a damaged job table).
+job_state job_state_from_name(const std::string& name);
+bool job_state_final(job_state s);
+
+inline constexpr job_state all_job_states[] = {job_state::pending,   job_state::placing,
+                                               job_state::running,   job_state::succeeded,
+                                               job_state::failed,    job_state::cancelled};
+
 struct job_record {
   std::string id;
   std::string name;
-  std::string state = "PENDING";
+  job_state state = job_state::pending;
   std::string message;
   int64_t submitted_ms = 0;  // unix epoch milliseconds
   int64_t started_ms = 0;
@@ -68,7 +81,8 @@ struct job_record {
   double test_auc = -1;       // -1 until the job has finished
   double oracle_auc = -1;
   double test_logloss = -1;
-  int64_t restarts = 0;           // recoveries (job_supervisor.hpp)
+  int64_t restarts = 0;           // recoveries: the job's own plus head_restarts
+  int64_t head_restarts = 0;      // times the head stopped while the job ran (it was requeued)
   int64_t batches_replayed = 0;   // batches trained again after a rollback
   int64_t checkpoints = 0;        // checkpoints written
   int64_t checkpoint_step = -1;   // step of the newest
@@ -81,7 +95,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
   return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.message, x.submitted_ms,
            x.started_ms, x.ended_ms, x.steps, x.steps_total, x.samples, x.samples_per_sec, x.loss,
-           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.restarts,
+           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.restarts, x.head_restarts,
            x.batches_replayed, x.checkpoints, x.checkpoint_step, x.gradients_lost, x.last_failure,
            x.spec_yaml);
 }
@@ -92,8 +106,6 @@ typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
            x.samples_per_sec, x.loss, x.running_auc, x.restarts, x.batches_replayed, x.checkpoints,
            x.checkpoint_step, x.last_failure);
 }
-
-bool job_state_final(const std::string& state);
 
 // A job record as JSON, for /status, the job table on disk and `satrap jobs --json`; results not
 // known yet (negative) are null. The spec is left out: the job table adds it.

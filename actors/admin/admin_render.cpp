@@ -124,11 +124,11 @@ std::string render_metrics(const admin_state& st) {
     os << "satrap_node_supervisor_gave_up{node=\"" << n.name << "\"} "
        << st.supervisor_gave_up.count(n.name) << "\n";
   gauge("satrap_jobs", "Jobs by state.");
-  for (auto* state : {"PENDING", "PLACING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+  for (auto state : all_job_states) {
     int64_t n = 0;
     for (auto& j : st.jobs)
       n += j.state == state ? 1 : 0;
-    os << "satrap_jobs{state=\"" << state << "\"} " << n << "\n";
+    os << "satrap_jobs{state=\"" << job_state_name(state) << "\"} " << n << "\n";
   }
   counter("satrap_job_samples_total", "Training samples processed, per job.");
   for (auto& j : st.jobs)

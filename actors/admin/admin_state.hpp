@@ -60,6 +60,8 @@ job_record* find_job(admin_state& st, const std::string& id);
 
 // Persistence (admin_store.cpp).
 void jobs_save(const admin_state& st);
+// A running job's progress into its record (restarts = the job's own + the head's).
+void job_apply_progress(job_record& j, const job_progress& p);
 void jobs_load(admin_state& st);
 
 // Renderings (admin_render.cpp).

@@ -23,7 +23,7 @@ job_record from_json(const nlohmann::json& o) {
   job_record j;
   j.id = o.value("id", "");
   j.name = o.value("name", "");
-  j.state = o.value("state", "FAILED");
+  j.state = job_state_from_name(o.value("state", "FAILED"));
   j.message = o.value("message", "");
   j.submitted_ms = o.value("submitted_ms", int64_t{0});
   j.started_ms = o.value("started_ms", int64_t{0});
@@ -38,6 +38,7 @@ job_record from_json(const nlohmann::json& o) {
   j.oracle_auc = result_of(o, "oracle_auc");
   j.test_logloss = result_of(o, "test_logloss");
   j.restarts = o.value("restarts", int64_t{0});
+  j.head_restarts = o.value("head_restarts", int64_t{0});
   j.batches_replayed = o.value("batches_replayed", int64_t{0});
   j.checkpoints = o.value("checkpoints", int64_t{0});
   j.checkpoint_step = o.value("checkpoint_step", int64_t{-1});
@@ -60,15 +61,16 @@ void requeue_or_fail(job_record& j) {
     spec.checkpoint.resume_from = dir;
     spec.checkpoint.dir = dir;
     j.spec_yaml = job_spec_to_yaml(spec);
-    j.state = "PENDING";
+    j.state = job_state::pending;
     j.message = "the head stopped while the job ran; resuming from its checkpoint at step "
                 + std::to_string((*latest)->step);
     j.restarts += 1;
+    j.head_restarts += 1;
     j.last_failure = "the head stopped";
     spdlog::warn("job_requeued id={} resume_step={} dir={}", j.id, (*latest)->step, dir);
     return;
   }
-  j.state = "FAILED";
+  j.state = job_state::failed;
   j.message = "the head stopped while the job ran (no checkpoint to resume from)";
   j.ended_ms = now_ms();
 }
@@ -79,7 +81,7 @@ nlohmann::json job_record_json(const job_record& j) {
   auto result = [](double x) { return x < 0 ? nlohmann::json() : nlohmann::json(x); };
   return {{"id", j.id},
           {"name", j.name},
-          {"state", j.state},
+          {"state", job_state_name(j.state)},
           {"message", j.message},
           {"submitted_ms", j.submitted_ms},
           {"started_ms", j.started_ms},
@@ -93,6 +95,7 @@ nlohmann::json job_record_json(const job_record& j) {
           {"test_auc", result(j.test_auc)},
           {"oracle_auc", result(j.oracle_auc)},
           {"restarts", j.restarts},
+          {"head_restarts", j.head_restarts},
           {"batches_replayed", j.batches_replayed},
           {"checkpoints", j.checkpoints},
           {"checkpoint_step", j.checkpoint_step},
@@ -142,7 +145,7 @@ void jobs_load(admin_state& st) {
     st.next_id = doc.value("next_id", int64_t{1});
     for (auto& o : doc.at("jobs")) {
       auto j = from_json(o);
-      if (j.state == "PLACING" || j.state == "RUNNING")
+      if (j.state == job_state::placing || j.state == job_state::running)
         requeue_or_fail(j);
       st.jobs.push_back(std::move(j));
     }
@@ -150,6 +153,21 @@ void jobs_load(admin_state& st) {
   } catch (const std::exception& e) {
     spdlog::error("jobs_load_failed path={} error=\"{}\"", path, e.what());
   }
+}
+
+void job_apply_progress(job_record& j, const job_progress& p) {
+  j.steps = p.steps;
+  j.steps_total = p.steps_total;
+  j.samples = p.samples;
+  j.samples_per_sec = p.samples_per_sec;
+  j.loss = p.loss;
+  j.running_auc = p.running_auc;
+  j.restarts = p.restarts + j.head_restarts;  // the job's recoveries since it (re)started, plus the head's
+  j.batches_replayed = p.batches_replayed;
+  j.checkpoints = p.checkpoints;
+  j.checkpoint_step = p.checkpoint_step;
+  if (!p.last_failure.empty())
+    j.last_failure = p.last_failure;
 }
 
 }  // namespace satrap

@@ -13,7 +13,6 @@ namespace {
 
 struct loader_state {
   data_loader_config config;
-  int64_t batches = 0;  // served so far
   static inline const char* name = "data_loader";
   meter_handle meter;  // for the status endpoint
 };
@@ -58,7 +57,6 @@ loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loa
       auto b = st.config.data->make_batch(split_of(split), index, st.config.batch_size);
       auto& agg = st.config.aggregators[aggregator_for_batch(index, st.config.aggregators.size())];
       self->send(agg, ids_atom::value, make_id_batch(b, split));
-      ++st.batches;
       return make_dense_batch(b, split);
     },
   };

@@ -1,5 +1,6 @@
 #include "actors/job_supervisor/supervisor_state.hpp"
 
+#include "actors/job_data_opener.hpp"
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -289,33 +290,39 @@ void launch(self_ptr self) {
   spawn_children(self);
 }
 
+// With the job's data open: size the plan, set up checkpoints, launch the first generation.
+void start_job(self_ptr self, const caf::expected<job_data>& data) {
+  auto& st = self->state;
+  auto& spec = st.config.spec;
+  if (!data) {
+    fail_job(self, data.error());
+    return;
+  }
+  st.data = *data;
+  st.steps = st.data.train_batches / spec.placement.trainers;
+  st.job_yaml = job_spec_to_yaml(spec);
+  if (auto err = checkpoint_setup(self)) {
+    fail_job(self, err);
+    return;
+  }
+  if (st.config.own_nodes)  // embedded: the in-process agents end with the job
+    for (auto& n : st.config.nodes)
+      self->link_to(n);
+  launch(self);
+}
+
 caf::typed_response_promise<job_result> on_run(self_ptr self) {
   auto& st = self->state;
   auto& spec = st.config.spec;
   st.done = self->make_response_promise<job_result>();
   st.started = clock_type::now();
   st.intensity.emplace(spec.supervision.max_restarts, std::chrono::seconds(spec.supervision.window_s));
-  auto data = job_data_open(spec);
-  if (!data) {
-    fail_job(self, data.error());
-    return *st.done;
-  }
-  st.data = std::move(*data);
-  st.steps = st.data.train_batches / spec.placement.trainers;
-  st.job_yaml = job_spec_to_yaml(spec);
-  st.ckpt_dir = spec.checkpoint.dir;
-  if (auto err = checkpoint_setup(self)) {
-    fail_job(self, err);
-    return *st.done;
-  }
   if (st.config.nodes.empty()) {
     fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));
     return *st.done;
   }
-  if (st.config.own_nodes)  // embedded: the in-process agents end with the job
-    for (auto& n : st.config.nodes)
-      self->link_to(n);
-  launch(self);
+  // File data may be converted into its cache first: off this actor's worker thread.
+  open_job_data(self, spec, [self](opened_job_data d) { start_job(self, *d); });
   return *st.done;
 }
 

@@ -27,7 +27,6 @@ class restart_intensity {
   }
 
   int total() const { return total_; }   // restarts allowed so far
-  int max_restarts() const { return max_; }
 
  private:
   int max_;

@@ -1,41 +1,86 @@
 #include "actors/node_agent/node_agent.hpp"
 
-#include "runtime/job_data.hpp"
+#include "actors/job_data_opener.hpp"
 #include "actors/node_agent/role_configs.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <deque>
 #include <map>
 
 namespace satrap {
 
 namespace {
 
+// The jobs this node has seen lately, newest last: each one's spec parsed once, and its data
+// (loaders only) opened once. Older jobs are forgotten (node_agent_config::jobs_kept): their data
+// stays mapped only as long as an actor of theirs still holds it.
+struct job_entry {
+  std::string yaml;
+  job_spec spec;
+  opened_job_data data;  // null until opened
+};
+
+// A loader spawn waiting for its job's data to open.
+struct waiting_loader {
+  caf::typed_response_promise<data_loader_actor> promise;
+  int32_t index;
+  std::vector<gradient_aggregator_actor> aggregators;
+};
+
 struct agent_state {
   node_agent_config config;
-  std::map<std::string, job_spec> specs;  // by job YAML: parsed once per job
-  std::map<std::string, job_data> data;   // by job YAML: opened once per job, for loaders
+  std::deque<job_entry> jobs;
+  std::map<std::string, std::vector<waiting_loader>> opening;  // by job YAML
   static inline const char* name = "node_agent";
 };
 
 using self_ptr = node_agent_actor::stateful_pointer<agent_state>;
 
-caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml) {
-  auto it = st.specs.find(yaml);
-  if (it != st.specs.end())
-    return &it->second;
+job_entry* find_entry(agent_state& st, const std::string& yaml) {
+  for (auto& e : st.jobs)
+    if (e.yaml == yaml)
+      return &e;
+  return nullptr;
+}
+
+caf::expected<job_entry*> entry_of(agent_state& st, const std::string& yaml) {
+  if (auto* e = find_entry(st, yaml))
+    return e;
   auto spec = job_spec_defaults();
   if (auto err = job_spec_load_text(yaml, "job", spec))
     return err;
   if (auto err = job_spec_finalize(spec))
     return err;
-  return &st.specs.emplace(yaml, std::move(spec)).first->second;
+  st.jobs.push_back({yaml, std::move(spec), nullptr});
+  while (st.jobs.size() > std::max<size_t>(1, st.config.jobs_kept))
+    st.jobs.pop_front();
+  return &st.jobs.back();
+}
+
+caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml) {
+  auto e = entry_of(st, yaml);
+  if (!e)
+    return e.error();
+  return &(*e)->spec;
 }
 
 void log_spawn(self_ptr self, const char* role, int32_t index) {
   spdlog::debug("actor_spawned node={} role={} index={}", self->state.config.node, role, index);
+}
+
+caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spec,
+                                              const opened_job_data& d, int32_t index,
+                                              std::vector<gradient_aggregator_actor> aggs) {
+  if (!*d)
+    return d->error();
+  data_loader_config c{index, (*d)->source, spec.training.batch_size, std::move(aggs), spec.name};
+  auto h = spawn_data_loader(self->system(), c);
+  log_spawn(self, "data_loader", index);
+  return h;
 }
 
 }  // namespace
@@ -66,21 +111,30 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
       [self](spawn_atom, loader_atom, const std::string& yaml, int32_t index,
              std::vector<gradient_aggregator_actor>& aggs) -> caf::result<data_loader_actor> {
         auto& st = self->state;
-        auto spec = spec_of(st, yaml);
-        if (!spec)
-          return spec.error();
-        auto it = st.data.find(yaml);
-        if (it == st.data.end()) {
-          auto data = job_data_open(**spec);
-          if (!data)
-            return data.error();
-          it = st.data.emplace(yaml, std::move(*data)).first;
-        }
-        data_loader_config c{index, it->second.source, (*spec)->training.batch_size,
-                             std::move(aggs), (*spec)->name};
-        auto h = spawn_data_loader(self->system(), c);
-        log_spawn(self, "data_loader", index);
-        return h;
+        auto e = entry_of(st, yaml);
+        if (!e)
+          return e.error();
+        if ((*e)->data)
+          return spawn_loader(self, (*e)->spec, (*e)->data, index, std::move(aggs));
+        auto promise = self->make_response_promise<data_loader_actor>();
+        auto& waiting = st.opening[yaml];
+        waiting.push_back({promise, index, std::move(aggs)});
+        if (waiting.size() == 1)  // the first asks: open the data once, off the worker threads
+          open_job_data(self, (*e)->spec, [self, yaml, spec = (*e)->spec](opened_job_data d) {
+            auto& st = self->state;
+            if (auto* entry = find_entry(st, yaml))
+              entry->data = d;
+            auto waiting = std::move(st.opening[yaml]);
+            st.opening.erase(yaml);
+            for (auto& w : waiting) {
+              auto r = spawn_loader(self, spec, d, w.index, std::move(w.aggregators));
+              if (r)
+                w.promise.deliver(std::move(*r));
+              else
+                w.promise.deliver(r.error());
+            }
+          });
+        return promise;
       },
       [self](spawn_atom, trainer_atom, const std::string& yaml, int32_t rank,
              std::vector<data_loader_actor>& loaders, std::vector<gradient_aggregator_actor>& aggs,

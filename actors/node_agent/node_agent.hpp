@@ -6,7 +6,7 @@
 // node running another satrap version refuses at registration rather than mid-job.
 // In `satrap train` one agent runs in-process; in a cluster each `satrap node` runs one and
 // publishes it on its port.
-// Threading: an actor. Opening a job's data (loaders) may block once per job on this node.
+// Threading: an actor. A job's file data opens on a thread of its own (actors/job_data_opener.hpp).
 #pragma once
 
 #include "actors/spawn_protocol.hpp"
@@ -22,6 +22,7 @@ namespace satrap {
 
 struct node_agent_config {
   std::string node = "local";  // this node's name, for logs
+  size_t jobs_kept = 2;        // recent jobs whose spec and opened data are kept for reuse
 };
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_config& config);

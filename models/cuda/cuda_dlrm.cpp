@@ -16,11 +16,6 @@ namespace satrap {
 
 namespace {
 
-std::vector<int> with_last(std::vector<int> sizes, int last) {
-  sizes.push_back(last);
-  return sizes;
-}
-
 // An MLP on the device over a slice of the flat parameter vector: the layout of mlp (linear
 // layers W then b, ReLU after every layer but the last), its activations in device memory.
 struct device_mlp {
@@ -130,8 +125,8 @@ struct cuda_dlrm::impl {
   impl(const dense_model_config& c, int dev)
       : config(c),
         device(dev),
-        bottom(c.dense_features, with_last(c.bottom, c.dim)),
-        top(interaction_output_size(c.slots, c.dim), with_last(c.top, 1)) {
+        bottom(c.dense_features, mlp_sizes(c.bottom, c.dim)),
+        top(interaction_output_size(c.slots, c.dim), mlp_sizes(c.top, 1)) {
     n_params = bottom.param_count + top.param_count;
   }
 
@@ -399,8 +394,8 @@ result<std::unique_ptr<cuda_dlrm>> make_cuda_dlrm(const dense_model_config& conf
   // The CPU DLRM's initialisation, through the same mlp::init on the same layout.
   m->h_params.resize(m->n_params);
   m->h_grads.assign(m->n_params, 0.0f);
-  mlp bottom(config.dense_features, with_last(config.bottom, config.dim), false);
-  mlp top(interaction_output_size(config.slots, config.dim), with_last(config.top, 1), false);
+  mlp bottom(config.dense_features, mlp_sizes(config.bottom, config.dim), false);
+  mlp top(interaction_output_size(config.slots, config.dim), mlp_sizes(config.top, 1), false);
   bottom.init(m->h_params.data(), seed);
   top.init(m->h_params.data() + bottom.param_count(), seed + 1);
   SATRAP_TRY(m->d_params.reserve(m->n_params));

@@ -11,18 +11,13 @@ namespace satrap {
 
 namespace {
 
-std::vector<int> with_last(std::vector<int> sizes, int last) {
-  sizes.push_back(last);
-  return sizes;
-}
-
 class dcn_v2 final : public dense_model {
  public:
   dcn_v2(const dense_model_config& config, uint64_t seed)
       : config_(config),
         width_((config.slots + 1) * config.dim),
-        bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
-        top_(width_, with_last(config.top, 1), false) {
+        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
+        top_(width_, mlp_sizes(config.top, 1), false) {
     size_t count = bottom_.param_count();
     for (int l = 0; l < config.cross_layers; ++l) {
       cross_.emplace_back(width_, std::vector<int>{width_}, false);

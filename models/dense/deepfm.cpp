@@ -11,20 +11,15 @@ namespace satrap {
 
 namespace {
 
-std::vector<int> with_last(std::vector<int> sizes, int last) {
-  sizes.push_back(last);
-  return sizes;
-}
-
 class deepfm final : public dense_model {
  public:
   deepfm(const dense_model_config& config, uint64_t seed)
       : config_(config),
         fields_(config.slots + 1),
         width_(fields_ * config.dim),
-        bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
+        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
         linear_(width_, {1}, false),
-        top_(width_, with_last(config.top, 1), false) {
+        top_(width_, mlp_sizes(config.top, 1), false) {
     linear_offset_ = bottom_.param_count();
     top_offset_ = linear_offset_ + linear_.param_count();
     params_.resize(top_offset_ + top_.param_count());

@@ -10,17 +10,12 @@ namespace satrap {
 
 namespace {
 
-std::vector<int> with_last(std::vector<int> sizes, int last) {
-  sizes.push_back(last);
-  return sizes;
-}
-
 class dlrm final : public dense_model {
  public:
   dlrm(const dense_model_config& config, uint64_t seed)
       : config_(config),
-        bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
-        top_(interaction_output_size(config.slots, config.dim), with_last(config.top, 1), false) {
+        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
+        top_(interaction_output_size(config.slots, config.dim), mlp_sizes(config.top, 1), false) {
     params_.resize(bottom_.param_count() + top_.param_count());
     grads_.resize(params_.size());
     bottom_.init(params_.data(), seed);

@@ -8,6 +8,12 @@
 
 namespace satrap {
 
+// The layer sizes of an MLP: the hidden sizes, then the output size.
+inline std::vector<int> mlp_sizes(std::vector<int> hidden, int out) {
+  hidden.push_back(out);
+  return hidden;
+}
+
 class mlp {
  public:
   // in -> sizes[0] -> ... -> sizes.back(); ReLU after every layer but the last, and after the

@@ -12,19 +12,14 @@ namespace satrap {
 
 namespace {
 
-std::vector<int> with_last(std::vector<int> sizes, int last) {
-  sizes.push_back(last);
-  return sizes;
-}
-
 class wide_deep final : public dense_model {
  public:
   wide_deep(const dense_model_config& config, uint64_t seed)
       : config_(config),
         emb_(config.slots * config.dim),
-        bottom_(config.dense_features, with_last(config.bottom, config.dim), false),
+        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
         wide_(config.dense_features + emb_, {1}, false),
-        top_(config.dim + emb_, with_last(config.top, 1), false) {
+        top_(config.dim + emb_, mlp_sizes(config.top, 1), false) {
     wide_offset_ = bottom_.param_count();
     top_offset_ = wide_offset_ + wide_.param_count();
     params_.resize(top_offset_ + top_.param_count());

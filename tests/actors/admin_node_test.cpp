@@ -1,0 +1,157 @@
+// The admin's job accounting and the node agent's per-job caches (defects found by reading the
+// code, each with the test that failed before its fix).
+#include "actors/admin/admin.hpp"
+#include "actors/admin/admin_state.hpp"
+#include "actors/node_agent/node_agent.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/error.hpp"
+#include "runtime/job_spec.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace satrap;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder under the build's test-work (or /tmp), removed at the end.
+struct scratch_dir {
+  fs::path path;
+  explicit scratch_dir(const std::string& name) {
+    path = fs::temp_directory_path() / ("satrap-admin-node-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~scratch_dir() { fs::remove_all(path); }
+};
+
+std::string read_all(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("job states: every name round-trips; a name no satrap wrote reads as FAILED") {
+  for (auto s : all_job_states)
+    CHECK(job_state_from_name(job_state_name(s)) == s);
+  CHECK(job_state_from_name("RUNNNING") == job_state::failed);
+  CHECK(job_state_final(job_state::succeeded));
+  CHECK_FALSE(job_state_final(job_state::placing));
+}
+
+// Defect 1: restarts were computed from last_failure before it was overwritten: after a head
+// restart and one in-job failure, /status showed 2, then 1.
+TEST_CASE("admin: restarts after a head restart and an in-job failure stay 2") {
+  job_record j;
+  j.restarts = 1;  // as requeue_or_fail leaves it
+  j.head_restarts = 1;
+  j.last_failure = "the head stopped";
+  job_progress p;
+  job_apply_progress(j, p);
+  CHECK(j.restarts == 1);
+  p.restarts = 1;
+  p.last_failure = "node node-1 lost";
+  job_apply_progress(j, p);
+  CHECK(j.restarts == 2);
+  p.last_failure.clear();  // the next progress report, nothing new
+  job_apply_progress(j, p);
+  CHECK(j.restarts == 2);
+  CHECK(j.last_failure == "node node-1 lost");
+}
+
+// Defect 3: the admin started a job without checking that its stored spec still loads: a
+// failure would silently have run the defaults.
+TEST_CASE("admin: a queued job whose stored spec does not load fails with the reason") {
+  scratch_dir dir("spec");
+  nlohmann::json table;
+  table["jobs"] = nlohmann::json::array();
+  table["jobs"].push_back({{"id", "j1"}, {"name", "broken"}, {"state", "PENDING"},
+                           {"spec_yaml", "training: {train_batches: lots}\n"}});
+  table["next_id"] = 2;
+  std::ofstream(dir.path / "jobs.json") << table.dump();
+  manifest m;
+  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                                   "resources: {cores: 2, memory: 4GiB}}\n",
+                                   "test", m));
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto admin = spawn_admin(sys, admin_config{m, "v", "token", dir.path.string()});
+  auto agent = spawn_node_agent(sys, {"n0"});
+  self->request(admin, std::chrono::seconds(10), register_atom::value,
+                node_info{"t", "v", "n0", agent})
+    .receive([](std::string&) {}, [](caf::error& e) { FAIL(error_text(e)); });
+  job_record got;
+  for (int i = 0; i < 100 && !job_state_final(got.state); ++i) {
+    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("j1"))
+      .receive([&](job_record& r) { got = r; }, [](caf::error& e) { FAIL(error_text(e)); });
+    if (!job_state_final(got.state))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(got.state == job_state::failed);
+  CHECK(got.message.find("does not load") != std::string::npos);
+  CHECK(got.message.find("train_batches") != std::string::npos);
+  self->send_exit(admin, caf::exit_reason::user_shutdown);
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+}
+
+// Defects 2 and 4: the node agent kept every job's opened data (a mapped chunk store) forever,
+// and converted file data inside a CAF worker thread. Now it keeps the newest jobs_kept jobs and
+// opens file data on a thread of its own.
+TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replace it") {
+  scratch_dir dir("cache");
+  std::string lines;
+  for (int i = 0; i < 300; ++i)
+    lines += std::string(i % 2 ? "1" : "0") + " " + std::to_string(i % 10) + ":1 "
+             + std::to_string(10 + i % 7) + ":1\n";
+  std::ofstream(dir.path / "train.libsvm") << lines;
+  std::ofstream(dir.path / "test.libsvm") << lines;
+  auto job_yaml = [&](const std::string& name) {
+    return "name: " + name + "\ndata:\n  source: libsvm\n  train_files: [" + (dir.path / "train.libsvm").string()
+           + "]\n  test_files: [" + (dir.path / "test.libsvm").string() + "]\n  field_starts: [0, 10]\n"
+           + "  cache_dir: " + (dir.path / ("cache-" + name)).string()
+           + "\ntraining: {batch_size: 16, train_batches: 4, test_batches: 1}\n";
+  };
+  auto mapped = [](const std::string& what) {
+    return read_all("/proc/self/maps").find(what) != std::string::npos;
+  };
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  node_agent_config nc{"n0"};
+  nc.jobs_kept = 1;
+  auto agent = spawn_node_agent(sys, nc);
+  auto spawn_loader = [&](const std::string& name) {
+    data_loader_actor loader;
+    self->request(agent, std::chrono::seconds(60), spawn_atom::value, loader_atom::value,
+                  job_yaml(name), int32_t{0}, std::vector<gradient_aggregator_actor>{})
+      .receive([&](data_loader_actor& h) { loader = h; }, [](caf::error& e) { FAIL(error_text(e)); });
+    REQUIRE(loader);
+    return loader;
+  };
+  auto stop = [&](data_loader_actor& a) {
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+    self->wait_for(a);
+    a = nullptr;
+  };
+  auto a = spawn_loader("a");
+  CHECK(mapped("cache-a"));
+  stop(a);
+  CHECK(mapped("cache-a"));  // kept for the job's next loader
+  auto b = spawn_loader("b");
+  stop(b);
+  CHECK(mapped("cache-b"));
+  CHECK_FALSE(mapped("cache-a"));  // forgotten: no actor holds it, the agent let it go
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+}
