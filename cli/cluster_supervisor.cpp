@@ -140,7 +140,7 @@ int cluster_commands::run_supervise() {
   std::vector<supervised_node> nodes;
   for (auto& n : m->nodes)
     if (is_this_host(n.host))
-      nodes.push_back({n.name});
+      nodes.emplace_back().name = n.name;
   if (nodes.empty()) {
     std::cerr << "satrap supervise: no node of cluster '" << m->cluster
               << "' has this host (127.0.0.1, localhost or its host name)\n";
