@@ -40,6 +40,8 @@ caf::expected<std::unique_ptr<session>> connect(const std::string& manifest_flag
   s->state_dir = cluster_state_dir(state_flag, s->m);
   s->cfg = std::make_unique<satrap_config>();
   s->cfg->set("logger.verbosity", caf::atom("quiet"));
+  if (auto why = cluster_security_setup(*s->cfg, s->m, s->state_dir, "client"); !why.empty())
+    return make_error(errc::invalid_config, why);
   s->sys = std::make_unique<caf::actor_system>(*s->cfg);
   auto admin = head_connect(*s->sys, s->m);
   if (!admin)
@@ -105,7 +107,7 @@ int cluster_commands::run_submit() {
   bool tty = isatty(STDERR_FILENO) != 0;
   std::optional<job_state> last_state;
   for (;;) {
-    auto j = ask<job_record>(**s, get_atom::value, *id);
+    auto j = ask<job_record>(**s, get_atom::value, token, *id);
     if (!j)
       return fail("submit", j.error());
     if (j->state != last_state) {
@@ -142,7 +144,8 @@ int cluster_commands::run_jobs() {
   auto s = connect(manifest_file_, state_dir_);
   if (!s)
     return fail("jobs", s.error());
-  auto jobs = ask<std::vector<job_record>>(**s, list_atom::value);
+  auto token = cluster_token(token_file_, (*s)->state_dir);
+  auto jobs = ask<std::vector<job_record>>(**s, list_atom::value, token);
   if (!jobs)
     return fail("jobs", jobs.error());
   if (!json_)

@@ -1,9 +1,18 @@
 #include "cli/cluster_common.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/frame_limit.hpp"
+#include "runtime/tls_guard.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -94,8 +103,48 @@ void cluster_config_setup(satrap_config& cfg) {
   cfg.set("middleman.connection-timeout", caf::timespan{duration_cast<nanoseconds>(seconds(5))});
 }
 
+std::string cluster_certs_dir(const manifest& m, const std::string& state_dir) {
+  return m.security.certs.empty() ? state_dir + "/certs" : m.security.certs;
+}
+
+std::string cluster_security_setup(satrap_config& cfg, const manifest& m,
+                                   const std::string& state_dir, const std::string& role) {
+  if (auto why = frame_limit_install(m.security.max_frame_bytes); !why.empty())
+    return why;
+  if (m.security.tls == tls_mode::off) {
+    spdlog::warn("tls_off cluster={} role={} note=\"security.tls is off: CAF connections are "
+                 "plaintext and unauthenticated; anyone who reaches a port can talk to it\"",
+                 m.cluster, role);
+    return "";
+  }
+  auto dir = cluster_certs_dir(m, state_dir);
+  auto ca = dir + "/ca.pem", cert = dir + "/" + role + ".pem", key = dir + "/" + role + ".key";
+  for (auto& f : {ca, cert, key})
+    if (::access(f.c_str(), R_OK) != 0)
+      return "security.tls is required but " + f + " cannot be read: run `satrap certs "
+             "--manifest M --out " + dir + "` (satrap up does), copy the files of this role "
+             "there, or set security.tls: off";
+  if (auto why = tls_guard_check(); !why.empty())
+    return why;
+  cfg.load<caf::openssl::manager>();
+  // CAF 0.17's automatic node-to-node connections are plain TCP (connection_helper opens a bare
+  // scribe): a TLS port refuses them, so with TLS nodes reach each other through the head.
+  cfg.set("middleman.enable-automatic-connections", false);
+  cfg.openssl_cafile = ca;
+  cfg.openssl_certificate = cert;
+  cfg.openssl_key = key;
+  return "";
+}
+
+caf::io::middleman_actor cluster_connector(caf::actor_system& sys) {
+  return sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                   : sys.middleman().actor_handle();
+}
+
 caf::expected<admin_actor> head_connect(caf::actor_system& sys, const manifest& m) {
-  auto admin = sys.middleman().remote_actor<admin_actor>(m.head.host, m.head.port);
+  auto admin = sys.has_openssl_manager()
+                 ? caf::openssl::remote_actor<admin_actor>(sys, m.head.host, m.head.port)
+                 : sys.middleman().remote_actor<admin_actor>(m.head.host, m.head.port);
   if (!admin)
     return make_error(errc::peer_failure, "cannot reach the head of cluster '" + m.cluster
                                             + "' at " + m.head.host + ":"
@@ -117,10 +166,26 @@ bool wait_for_stop_signal(int timeout_ms) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  if (timeout_ms < 0)
-    return sigwaitinfo(&set, nullptr) > 0;
-  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-  return sigtimedwait(&set, nullptr, &ts) > 0;
+  // EINTR is not a stop: SIGCONT after SIGSTOP (or any other handled signal) interrupts the
+  // wait, which then goes on for the time that is left.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int got;
+    if (timeout_ms < 0) {
+      got = sigwaitinfo(&set, nullptr);
+    } else {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+      if (left < 0)
+        left = 0;
+      timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+      got = sigtimedwait(&set, nullptr, &ts);
+    }
+    if (got > 0)
+      return true;
+    if (errno != EINTR)
+      return false;  // EAGAIN: the time is up
+  }
 }
 
 }  // namespace satrap

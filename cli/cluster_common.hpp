@@ -8,6 +8,8 @@
 #include "runtime/version.hpp"
 
 #include <caf/expected.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
 
 #include <string>
 
@@ -30,6 +32,27 @@ caf::expected<int64_t> node_restarts(const std::string& starts_file);
 
 // A config for head and node processes: heartbeats on between connected nodes.
 void cluster_config_setup(satrap_config& cfg);
+
+// Where the cluster's certificates and node tokens are: security.certs, else <state dir>/certs.
+std::string cluster_certs_dir(const manifest& m, const std::string& state_dir);
+
+// Security settings of a cluster process, before its actor system exists: the frame bound
+// (runtime/frame_limit.hpp) and, unless security.tls is off, CAF's OpenSSL module with the
+// certificate of `role` (head, node-<name> or client) and the cluster CA. "" or what is wrong.
+std::string cluster_security_setup(satrap_config& cfg, const manifest& m,
+                                   const std::string& state_dir, const std::string& role);
+
+// The middleman actor that makes the cluster's connections: the OpenSSL one with TLS.
+caf::io::middleman_actor cluster_connector(caf::actor_system& sys);
+
+// Publishes `h` on addr:port, over TLS when the system has the OpenSSL module.
+template <class Handle>
+caf::expected<uint16_t> cluster_publish(caf::actor_system& sys, const Handle& h, uint16_t port,
+                                        const std::string& addr) {
+  if (sys.has_openssl_manager())
+    return caf::openssl::publish(h, port, addr.c_str(), true);
+  return sys.middleman().publish(h, port, addr.c_str(), true);
+}
 
 // Connects to the head's admin actor: an error names the address when it cannot be reached.
 caf::expected<admin_actor> head_connect(caf::actor_system& sys, const manifest& m);

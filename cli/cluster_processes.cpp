@@ -4,10 +4,15 @@
 #include "runtime/actor_meter.hpp"
 
 #include "actors/node_agent/node_agent.hpp"
+#include "actors/node_agent/node_link.hpp"
+#include "cli/certs_command.hpp"
 #include "cli/cluster_common.hpp"
+#include "cli/process_record.hpp"
 #include "runtime/error.hpp"
 #include "runtime/http_server.hpp"
+#include "web/web_assets.hpp"
 #include "runtime/log.hpp"
+#include "runtime/secrets.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -24,7 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <random>
+#include <atomic>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -127,10 +132,62 @@ int cluster_commands::run() {
 
 namespace {
 
+// The dashboard's controls: POST /jobs/<id>/cancel and /jobs/<id>/checkpoint with the admin
+// token in the X-Satrap-Token header (the admin checks it, as for `satrap cancel`). A custom
+// header cannot be sent cross-origin without a CORS preflight, which this server never grants.
+http_response head_http_control(caf::actor_system& sys, const admin_actor& admin,
+                                const http_request& req) {
+  std::string id, action;
+  if (req.path.rfind("/jobs/", 0) == 0) {
+    auto rest = req.path.substr(6);
+    auto slash = rest.find('/');
+    if (slash != std::string::npos) {
+      id = rest.substr(0, slash);
+      action = rest.substr(slash + 1);
+    }
+  }
+  if (id.empty() || (action != "cancel" && action != "checkpoint"))
+    return {404, "text/plain", "not found: POST /jobs/<id>/cancel or /jobs/<id>/checkpoint\n"};
+  auto token = req.header(admin_token_header);
+  if (token.empty()) {
+    spdlog::warn("http_control_refused job={} action={} from={} reason=no_token", id, action,
+                 req.remote_addr);
+    return {401, "text/plain",
+            "refused: this needs the admin token in the X-Satrap-Token header\n"};
+  }
+  caf::scoped_actor self{sys};
+  http_response r;
+  auto refused = [&](caf::error& e) {
+    auto why = error_text(e);
+    bool token_refused = why.find("token") != std::string::npos;
+    spdlog::warn("http_control_refused job={} action={} from={} reason=\"{}\"", id, action,
+                 req.remote_addr, why);
+    r = {token_refused ? 403 : 409, "text/plain", "refused: " + why + "\n"};
+  };
+  if (action == "cancel")
+    self->request(admin, std::chrono::seconds(10), cancel_atom::value, token, id)
+      .receive([&](job_record& j) { r = {200, "application/json", job_record_json(j).dump()}; },
+               refused);
+  else
+    self->request(admin, std::chrono::seconds(60), checkpoint_atom::value, token, id)
+      .receive(
+        [&](int64_t step) {
+          r = {200, "application/json", nlohmann::json{{"checkpoint_step", step}}.dump()};
+        },
+        refused);
+  if (r.status == 200)
+    spdlog::info("http_control job={} action={} from={}", id, action, req.remote_addr);
+  return r;
+}
+
 http_response head_http(caf::actor_system& sys, const admin_actor& admin, const http_request& req) {
   auto& path = req.path;
+  if (auto page = dashboard_response(req))  // the dashboard (web/): GET /
+    return *page;
+  if (req.method == "POST")
+    return head_http_control(sys, admin, req);
   if (req.method != "GET")
-    return {405, "text/plain", "only GET: this endpoint is read-only\n"};
+    return {405, "text/plain", "only GET, and POST to /jobs/<id>/cancel or /checkpoint\n"};
   caf::scoped_actor self{sys};
   http_response r;
   auto ask = [&](auto atom, const char* type) {
@@ -145,14 +202,16 @@ http_response head_http(caf::actor_system& sys, const admin_actor& admin, const 
   } else if (path == "/healthz") {
     r = {200, "text/plain", "ok\n"};
   } else if (path == "/readyz") {
-    ask(status_atom::value, "application/json");
-    if (r.status == 200) {
-      // Ready when every node of the manifest has joined and is alive.
-      bool ready = r.body.find("\"alive\":false") == std::string::npos;
-      r = {ready ? 200 : 503, "text/plain", ready ? "ready\n" : "waiting for nodes\n"};
-    }
+    // Ready when every node of the manifest has joined and is alive.
+    self->request(admin, std::chrono::seconds(5), ready_atom::value)
+      .receive(
+        [&](bool ready, std::string& waiting) {
+          r = {ready ? 200 : 503, "text/plain",
+               ready ? "ready\n" : "waiting for nodes: " + waiting + "\n"};
+        },
+        [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
   } else {
-    r = {404, "text/plain", "not found: try /status /metrics /healthz /readyz\n"};
+    r = {404, "text/plain", "not found: try / (the dashboard) /status /metrics /healthz /readyz\n"};
   }
   return r;
 }
@@ -179,30 +238,52 @@ int cluster_commands::run_head() {
   openblas_set_num_threads(1);
   satrap_config cfg;
   cluster_config_setup(cfg);
+  if (auto why = cluster_security_setup(cfg, *m, dir, "head"); !why.empty()) {
+    std::cerr << "satrap head: " << why << "\n";
+    return 2;
+  }
+  // The node tokens, made here when missing (a head started by hand on a fresh state dir).
+  admin_config ac{*m, satrap_version, token, dir, m->timing, {}};
+  auto secrets = cluster_certs_dir(*m, dir);
+  for (auto& n : m->nodes) {
+    auto file = secrets + "/node-" + n.name + ".token";
+    auto t = secret_file_read(file);
+    if (t.empty()) {
+      fs::create_directories(secrets, ec);
+      t = random_token();
+      if (!secret_file_write(file, t)) {
+        std::cerr << "satrap head: cannot write " << file << "\n";
+        return 1;
+      }
+    }
+    ac.node_tokens[n.name] = t;
+  }
   caf::actor_system sys{cfg};
-  admin_config ac{*m, satrap_version, token, dir};
   auto admin = spawn_admin(sys, ac);
-  auto port = sys.middleman().publish(admin, m->head.port, nullptr, true);
+  auto& listen = listen_address(m->head.host, m->head.bind);
+  auto port = cluster_publish(sys, admin, m->head.port, listen);
   if (!port) {
-    std::cerr << "satrap head: cannot listen on port " << m->head.port << ": "
+    std::cerr << "satrap head: cannot listen on " << listen << ":" << m->head.port << ": "
               << error_text(port.error()) << "\n";
     caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
     return 1;
   }
   http_server http;
-  auto why = http.start(listen_.empty() ? m->head.host : listen_, m->head.status_port,
+  auto why = http.start(listen_.empty() ? listen : listen_, m->head.status_port,
                         [&sys, admin](const http_request& req) { return head_http(sys, admin, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
     caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
     return 1;
   }
-  spdlog::info("head_started cluster={} port={} status_port={} state_dir={}", m->cluster,
-               m->head.port, m->head.status_port, dir);
+  spdlog::info("head_started cluster={} listen={} port={} status_port={} tls={} state_dir={}",
+               m->cluster, listen, m->head.port, m->head.status_port,
+               m->security.tls == tls_mode::off ? "off" : "required", dir);
   wait_for_stop_signal(-1);
   spdlog::info("head_stopping cluster={}", m->cluster);
   http.stop();
-  caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
+  // From an actor of this process: the admin drops exit messages without a local sender.
+  caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
   std::_Exit(0);  // peers may still hold connections; nothing is left to flush
 }
 
@@ -224,69 +305,55 @@ int cluster_commands::run_node() {
     std::cerr << "satrap node: " << error_text(restarts.error()) << "\n";
     return 2;
   }
+  auto dir = cluster_state_dir(state_dir_, *m);
+  auto token_file = cluster_certs_dir(*m, dir) + "/node-" + spec->name + ".token";
+  auto token = secret_file_read(token_file);
+  if (token.empty()) {
+    std::cerr << "satrap node: no node token in " << token_file << ": copy it from the head's "
+              << "state dir (`satrap certs` or the head make it)\n";
+    return 2;
+  }
   block_stop_signals();
   openblas_set_num_threads(1);
   satrap_config cfg;
   cluster_config_setup(cfg);
   cfg.set("scheduler.max-threads", std::max(1, spec->resources.cores));
+  if (auto why = cluster_security_setup(cfg, *m, dir, "node-" + spec->name); !why.empty()) {
+    std::cerr << "satrap node: " << why << "\n";
+    return 2;
+  }
   caf::actor_system sys{cfg};
   auto agent = spawn_node_agent(sys, {spec->name});
-  auto bind = spec->host == "127.0.0.1" || spec->host == "localhost" ? "127.0.0.1" : nullptr;
-  if (auto port = sys.middleman().publish(agent, spec->port, bind, true); !port) {
-    std::cerr << "satrap node: cannot listen on port " << spec->port << ": "
+  auto& bind = listen_address(spec->host, spec->bind);
+  if (auto port = cluster_publish(sys, agent, spec->port, bind); !port) {
+    std::cerr << "satrap node: cannot listen on " << bind << ":" << spec->port << ": "
               << error_text(port.error()) << "\n";
     return 1;
   }
-  caf::scoped_actor self{sys};
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s_);
-  for (;;) {
-    auto admin = head_connect(sys, *m);
-    if (!admin) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::cerr << "satrap node: " << error_text(admin.error()) << "\n";
-        return 1;
-      }
-      if (wait_for_stop_signal(1000))
-        std::_Exit(0);
-      continue;
+  // Membership (register, heartbeats, re-register after losing the head) is the node_link
+  // actor's; this thread waits for a stop signal or for the link to give up.
+  std::atomic<int> ended{-1};
+  node_link_config lc;
+  lc.cluster = *m;
+  lc.node = spec->name;
+  lc.version = satrap_version;
+  lc.token = token;
+  lc.restarts = *restarts;
+  lc.agent = agent;
+  lc.connector = cluster_connector(sys);
+  lc.heartbeat_interval = ms(m->timing.heartbeat_interval_ms);
+  lc.register_timeout = ms(m->timing.register_timeout_ms);
+  lc.give_up_after = std::chrono::seconds(wait_s_);
+  lc.connect_peers = sys.has_openssl_manager();
+  lc.on_end = [&ended](int status) { ended = status; };
+  auto link = spawn_node_link(sys, std::move(lc));
+  while (!wait_for_stop_signal(200))
+    if (ended >= 0) {
+      std::cerr << "satrap node: could not join the head of cluster '" << m->cluster
+                << "' (see the log above)\n";
+      std::_Exit(1);
     }
-    bool refused = false, joined = false;
-    self->request(*admin, std::chrono::seconds(10), register_atom::value,
-                  node_info{m->cluster, satrap_version, spec->name, agent, *restarts})
-      .receive(
-        [&](std::string&) {
-          spdlog::info("node_joined cluster={} name={}", m->cluster, spec->name);
-          joined = true;
-        },
-        [&](caf::error& e) {
-          // A refusal (another cluster, version or name) is final; a timeout or a dropped
-          // connection (a head restarting) is tried again until the deadline.
-          refused = e.category() == caf::atom("satrap");
-          if (refused || std::chrono::steady_clock::now() > deadline)
-            std::cerr << "satrap node: the head refused this node: " << error_text(e) << "\n";
-          else
-            spdlog::warn("node_register_retry cluster={} name={} error=\"{}\"", m->cluster,
-                         spec->name, error_text(e));
-        });
-    if (refused || (!joined && std::chrono::steady_clock::now() > deadline))
-      return 1;
-    if (!joined) {
-      if (wait_for_stop_signal(1000))
-        std::_Exit(0);
-      continue;
-    }
-    self->monitor(*admin);
-    bool head_down = false;
-    while (!head_down) {
-      self->send(*admin, heartbeat_atom::value, spec->name, meters_snapshot());
-      self->receive([&](caf::down_msg&) { head_down = true; },
-                    caf::after(std::chrono::milliseconds(1000)) >> [] {});
-      if (wait_for_stop_signal(0))
-        std::_Exit(0);
-    }
-    spdlog::warn("head_lost cluster={} name={}", m->cluster, spec->name);
-    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s_);
-  }
+  std::_Exit(0);
 }
 
 namespace {
@@ -298,13 +365,6 @@ bool host_is_local(const std::string& host) {
 }
 
 bool pid_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
-
-pid_t read_pid(const std::string& path) {
-  std::ifstream in(path);
-  pid_t pid = 0;
-  in >> pid;
-  return pid;
-}
 
 // Starts `satrap ARGS...` detached, output to `log`; returns its pid.
 pid_t start_process(const std::vector<std::string>& args, const std::string& log) {
@@ -325,14 +385,6 @@ pid_t start_process(const std::vector<std::string>& args, const std::string& log
   std::_Exit(127);
 }
 
-std::string random_token() {
-  std::random_device rd;
-  std::string t;
-  for (int i = 0; i < 32; ++i)
-    t += "0123456789abcdef"[rd() % 16];
-  return t;
-}
-
 }  // namespace
 
 int cluster_commands::run_up() {
@@ -351,17 +403,20 @@ int cluster_commands::run_up() {
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   fs::create_directories(dir);
   for (auto* file : {"/head.pid", "/supervisor.pid"})
-    if (pid_alive(read_pid(dir + file))) {
+    if (process_record_live(dir + file)) {
       std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir << file
                 << "); `satrap down` first\n";
       return 1;
     }
   auto token_path = token_file_.empty() ? dir + "/admin.token" : token_file_;
-  if (cluster_token(token_file_, dir).empty()) {
-    std::ofstream out(token_path, std::ios::trunc);
-    out << random_token() << "\n";
-    out.close();
-    ::chmod(token_path.c_str(), 0600);
+  if (cluster_token(token_file_, dir).empty() && !secret_file_write(token_path, random_token())) {
+    std::cerr << "satrap up: cannot write " << token_path << "\n";
+    return 1;
+  }
+  // The cluster CA, each role's certificate and the node tokens (what is missing).
+  if (auto e = make_cluster_certs(*m, cluster_certs_dir(*m, dir), false); !e.empty()) {
+    std::cerr << "satrap up: " << e << "\n";
+    return 1;
   }
   auto common = std::vector<std::string>{"--manifest", path, "--state-dir", dir, "--token-file",
                                          token_path, "--log-level", log_level_};
@@ -369,7 +424,7 @@ int cluster_commands::run_up() {
     args.insert(args.begin(), "satrap");
     args.insert(args.end(), common.begin(), common.end());
     auto pid = start_process(args, dir + "/" + name + ".log");
-    std::ofstream(dir + "/" + name + ".pid") << pid << "\n";
+    process_record_write(dir + "/" + name + ".pid", pid, args);
     return pid;
   };
   auto head_pid = launch({"head"}, "head");
@@ -415,15 +470,20 @@ int cluster_commands::run_down() {
   std::error_code ec;
   // The supervisor first, so that it does not restart the nodes stopped below; it stops its
   // nodes itself.
-  if (auto pid = read_pid(dir + "/supervisor.pid"); pid_alive(pid)) {
+  if (auto pid = process_record_live(dir + "/supervisor.pid"); pid > 0) {
     ::kill(pid, SIGTERM);
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     while (pid_alive(pid) && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".pid")
-      procs.emplace_back(read_pid(e.path().string()), e.path().string());
+    if (e.path().extension() == ".pid") {
+      // Only a process that is still the one `satrap up` recorded is signalled.
+      auto pid = process_record_live(e.path().string());
+      if (!pid)
+        spdlog::warn("pid_file_stale file={} action=ignored", e.path().string());
+      procs.emplace_back(pid, e.path().string());
+    }
   for (auto& [pid, _] : procs)
     if (pid_alive(pid))
       ::kill(pid, SIGTERM);
@@ -439,9 +499,11 @@ int cluster_commands::run_down() {
       ::kill(pid, SIGKILL);
       ++killed;
     }
-  for (auto& [_, file] : procs)
-    fs::remove(file, ec);
-  std::cout << "cluster '" << m->cluster << "' down: " << procs.size() << " process(es) stopped"
+  for (auto& [pid, file] : procs)
+    if (pid > 0)  // a stale file is left alone (and was named in the log)
+      fs::remove(file, ec);
+  auto stopped = std::count_if(procs.begin(), procs.end(), [](auto& p) { return p.first > 0; });
+  std::cout << "cluster '" << m->cluster << "' down: " << stopped << " process(es) stopped"
             << (killed ? " (" + std::to_string(killed) + " with SIGKILL)" : std::string{}) << "\n";
   return 0;
 }

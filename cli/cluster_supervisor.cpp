@@ -12,6 +12,7 @@
 // Threading: one thread; it polls its children every 50 ms. An actor system exists only for the
 // moment it tells the head about a node it gave up, so forks never see one.
 #include "cli/cluster_commands.hpp"
+#include "cli/process_record.hpp"
 
 #include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
@@ -97,10 +98,14 @@ std::string exit_text(int status) {
 
 // Tells the head that this supervisor gave up on `node`; false (and a log line) when the head
 // cannot be reached or refuses.
-bool tell_head(const manifest& m, const std::string& token, const supervised_node& n,
-               const std::string& why) {
+bool tell_head(const manifest& m, const std::string& dir, const std::string& token,
+               const supervised_node& n, const std::string& why) {
   satrap_config cfg;
   cluster_config_setup(cfg);
+  if (auto e = cluster_security_setup(cfg, m, dir, "client"); !e.empty()) {
+    spdlog::warn("supervisor_head_unreachable error=\"{}\"", e);
+    return false;
+  }
   caf::actor_system sys{cfg};
   auto admin = head_connect(sys, m);
   if (!admin) {
@@ -156,7 +161,8 @@ int cluster_commands::run_supervise() {
     }
     n.pid = spawn_node_process(args, "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts),
                                dir + "/node-" + n.name + ".log");
-    std::ofstream(dir + "/node-" + n.name + ".pid") << n.pid << "\n";
+    if (!process_record_write(dir + "/node-" + n.name + ".pid", n.pid, args))
+      spdlog::warn("supervisor_pid_file_failed name={} pid={}", n.name, n.pid);
     spdlog::info("supervisor_started_node name={} pid={} restarts={}", n.name, n.pid, n.restarts);
   };
   spdlog::info("supervisor_started cluster={} nodes={} max_restarts={} period_s={} backoff_ms={} "
@@ -186,7 +192,7 @@ int cluster_commands::run_supervise() {
         spdlog::error("supervisor_gave_up name={} restarts={} reason=\"{}\"", n.name, n.restarts,
                       why);
         fs::remove(dir + "/node-" + n.name + ".pid", ec);
-        tell_head(*m, token, n, why);
+        tell_head(*m, dir, token, n, why);
         continue;
       }
       auto delay = std::chrono::milliseconds(

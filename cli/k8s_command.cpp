@@ -1,5 +1,7 @@
 #include "cli/k8s_command.hpp"
 
+#include "cli/certs_command.hpp"
+#include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
 #include "runtime/k8s_objects.hpp"
 #include "runtime/manifest.hpp"
@@ -14,7 +16,7 @@ namespace satrap {
 void k8s_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand(
     "k8s", "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
-           "Secret (admin token), the head's Deployment and Service, a StatefulSet and headless "
+           "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
            "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
            "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
   sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
@@ -30,6 +32,15 @@ void k8s_command::add_to(CLI::App& app) {
   sub_->add_option("--token-file", token_file_, "admin token for the Secret (default: a new "
                                                 "random one)")
     ->check(CLI::ExistingFile);
+  sub_->add_option("--secrets", secrets_, "include (the two Secrets in the output), external "
+                                          "(left out: objects to keep in git; apply the Secrets "
+                                          "with --secrets only first) or only")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"include", "external", "only"}));
+  sub_->add_option("--certs", certs_dir_, "folder of the cluster's certificates and node tokens "
+                                          "(`satrap certs`; made there when missing; default: the "
+                                          "manifest's security.certs, else "
+                                          ".satrap/<cluster>/certs)");
   sub_->add_option("--job", job_file_, "job file for the satrap-submit Job (without it the Job "
                                        "is suspended and holds the default job)")
     ->check(CLI::ExistingFile);
@@ -47,6 +58,26 @@ int k8s_command::run() {
   o.ns = namespace_;
   o.flavor = flavor_ == "podman" ? k8s_flavor::podman : k8s_flavor::kubernetes;
   o.source = manifest_file_;
+  o.secrets = secrets_ == "only"       ? k8s_secrets::only
+              : secrets_ == "external" ? k8s_secrets::external
+                                       : k8s_secrets::include;
+  if (o.secrets != k8s_secrets::external) {
+    auto dir = certs_dir_.empty() ? cluster_certs_dir(m, cluster_state_dir("", m)) : certs_dir_;
+    if (auto e = make_cluster_certs(m, dir, false); !e.empty()) {
+      std::cerr << "satrap k8s: " << e << "\n";
+      return 1;
+    }
+    for (auto& f : k8s_cert_file_names(m)) {
+      std::ifstream in(dir + "/" + f);
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (!in || text.str().empty()) {
+        std::cerr << "satrap k8s: cannot read " << dir << "/" << f << "\n";
+        return 1;
+      }
+      o.cert_files[f] = text.str();
+    }
+  }
   if (!token_file_.empty()) {
     std::ifstream in(token_file_);
     std::getline(in, o.token);

@@ -1,9 +1,11 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "cli/certs_command.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
 #include "cli/k8s_command.hpp"
+#include "cli/serving_commands.hpp"
 #include "cli/train_command.hpp"
 
 #include "runtime/version.hpp"
@@ -29,6 +31,14 @@ int main(int argc, char** argv) {
   k8s.add_to(app);
   satrap::cluster_commands cluster;
   cluster.add_to(app);
+  satrap::certs_command certs;
+  certs.add_to(app);
+  satrap::export_command export_cmd;
+  export_cmd.add_to(app);
+  satrap::predict_command predict;
+  predict.add_to(app);
+  satrap::serve_command serve;
+  serve.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (train.parsed())
     return train.run();
@@ -38,6 +48,14 @@ int main(int argc, char** argv) {
     return plan.run();
   if (k8s.parsed())
     return k8s.run();
+  if (certs.parsed())
+    return certs.run();
+  if (export_cmd.parsed())
+    return export_cmd.run();
+  if (predict.parsed())
+    return predict.run();
+  if (serve.parsed())
+    return serve.run();
   if (auto status = cluster.run(); status >= 0)
     return status;
   return 0;

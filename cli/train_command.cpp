@@ -2,7 +2,13 @@
 
 #include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
+#include "cli/cluster_common.hpp"
+#include "cli/embedded_status.hpp"
 #include "actors/type_registry.hpp"
+#include "cli/serving_commands.hpp"
+#include "models/embedding/embedding_snapshot.hpp"
+#include "models/metrics.hpp"
+#include "satrap_schemas/step.capnp.h"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
@@ -13,7 +19,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <thread>
 #include <unistd.h>
 
@@ -29,6 +37,18 @@ void train_command::add_to(CLI::App& app) {
     ->capture_default_str();
   sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
     ->capture_default_str();
+  sub_->add_option("--status-port", status_port_,
+                   "serve the dashboard (/) and /status on this port while the job runs")
+    ->check(CLI::Range(1, 65535));
+  sub_->add_option("--status-host", status_host_,
+                   "address the status port binds (0.0.0.0: every interface)")
+    ->capture_default_str();
+  sub_->add_option("--export", export_, "after the job: write the final model as a model folder "
+                                        "(for satrap predict / serve)");
+  sub_->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
+    ->capture_default_str();
+  sub_->add_option("--test-scores", test_scores_,
+                   "write the final evaluation's score of every test row, one per line");
   job_.add_to(*sub_, false);
 }
 
@@ -89,6 +109,42 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
 
 }  // namespace
 
+int train_command::write_test_scores(const std::string& path, const job_result& r) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::cerr << "satrap train: --test-scores: cannot write " << path << "\n";
+    return 1;
+  }
+  for (auto l : r.test_logits)
+    std::fprintf(f, "%.9g\n", static_cast<double>(sigmoid(l)));
+  std::fclose(f);
+  return 0;
+}
+
+int train_command::export_final(const job_spec& spec, const job_result& r,
+                                const std::string& rows_dir) {
+  auto seqs = snapshot_list(rows_dir);
+  if (r.params.empty() || seqs.empty()) {
+    std::cerr << "satrap train: --export: the job left no final model\n";
+    return 1;
+  }
+  payload_reader reader(r.params[0]);
+  auto p = reader.root<schema::DenseParams>();
+  auto params = data_view<float>(p.getValues());
+  auto rows = export_model_folder(spec, params, p.getStep(), rows_dir, seqs.back(), export_,
+                                  export_shards_, "");
+  std::error_code ec;
+  std::filesystem::remove_all(rows_dir, ec);
+  if (!rows) {
+    std::cerr << "satrap train: " << error_text(rows.error()) << "\n";
+    return 1;
+  }
+  // stderr: with --json the last line of stdout stays the JSON object.
+  std::fprintf(stderr, "exported the model (%llu embedding rows) to %s\n",
+               static_cast<unsigned long long>(*rows), export_.c_str());
+  return 0;
+}
+
 int train_command::run() {
   if (!log_setup(log_level_)) {
     std::cerr << "satrap train: --log-level: expected trace, debug, info, warn, error or off, got '"
@@ -113,27 +169,64 @@ int train_command::run() {
   caf::actor_system sys{cfg};
   job_supervisor_config jc;
   jc.spec = spec;
+  if (!export_.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(export_, ec) && !std::filesystem::is_empty(export_, ec)) {
+      std::cerr << "satrap train: --export " << export_ << ": exists and is not empty\n";
+      return 2;
+    }
+    // The final model's rows go to a scratch snapshot beside the export, removed afterwards.
+    jc.final_snapshot_dir =
+      std::filesystem::absolute(export_).lexically_normal().string() + ".rows.tmp";
+    std::filesystem::remove_all(jc.final_snapshot_dir, ec);
+  }
   bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty)
-    jc.observer = show_progress;
+  std::unique_ptr<embedded_status> status;
+  http_server http;
+  if (status_port_ > 0) {
+    status = std::make_unique<embedded_status>(spec, satrap_version);
+    auto why = http.start(status_host_, static_cast<uint16_t>(status_port_),
+                          [s = status.get()](const http_request& req) { return s->handle(req); });
+    if (!why.empty()) {
+      std::cerr << "satrap train: --status-port " << status_port_ << ": " << why << "\n";
+      return 1;
+    }
+    spdlog::info("status_endpoint url=http://{}:{}/", status_host_, status_port_);
+    std::fprintf(stderr, "dashboard: http://%s:%d/\n", status_host_.c_str(), status_port_);
+  }
+  jc.observer = [tty, s = status.get()](const job_progress& p) {
+    if (tty)
+      show_progress(p);
+    if (s)
+      s->on_progress(p);
+  };
   auto sup = spawn_embedded_job(sys, jc);
   caf::scoped_actor self{sys};
-  int status = 0;
+  int exit_status = 0;
   self->request(sup, caf::infinite, run_atom::value)
     .receive(
       [&](job_result& r) {
         if (tty)
           std::fprintf(stderr, "\n");
         print_result(spec, r, json_);
+        if (status)
+          status->on_end(job_state::succeeded, "", &r);
+        if (!test_scores_.empty())
+          exit_status = write_test_scores(test_scores_, r);
+        if (exit_status == 0 && !export_.empty())
+          exit_status = export_final(spec, r, jc.final_snapshot_dir);
       },
       [&](caf::error& e) {
         if (tty)
           std::fprintf(stderr, "\n");
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
-        status = 1;
+        if (status)
+          status->on_end(job_state::failed, error_text(e), nullptr);
+        exit_status = 1;
       });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
-  return status;
+  http.stop();
+  return exit_status;
 }
 
 }  // namespace satrap

@@ -1,4 +1,5 @@
 #include "models/metrics.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -15,7 +16,7 @@ float sigmoid(float x) {
 }
 
 double auc_exact(std::span<const float> scores, std::span<const float> labels) {
-  assert(scores.size() == labels.size());
+  SATRAP_ASSERT(scores.size() == labels.size());
   size_t n = scores.size();
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
@@ -36,7 +37,7 @@ double auc_exact(std::span<const float> scores, std::span<const float> labels) {
 }
 
 double logloss_from_logits(std::span<const float> logits, std::span<const float> labels) {
-  assert(logits.size() == labels.size());
+  SATRAP_ASSERT(logits.size() == labels.size());
   if (logits.empty()) return 0.0;
   double total = 0.0;
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -46,10 +47,10 @@ double logloss_from_logits(std::span<const float> logits, std::span<const float>
   return total / static_cast<double>(logits.size());
 }
 
-running_auc::running_auc(size_t window) : window_(window) { assert(window > 0); }
+running_auc::running_auc(size_t window) : window_(window) { SATRAP_ASSERT(window > 0); }
 
 void running_auc::add(std::span<const float> scores, std::span<const float> labels) {
-  assert(scores.size() == labels.size());
+  SATRAP_ASSERT(scores.size() == labels.size());
   for (size_t i = 0; i < scores.size(); ++i) {
     if (scores_.size() < window_) {
       scores_.push_back(scores[i]);

@@ -1,4 +1,5 @@
 #include "models/reference_trainer.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -24,9 +25,9 @@ void pool_batch(const batch& b, embedding_table& table, pooling mode, dedup_resu
 }  // namespace
 
 reference_result reference_train(const synthetic_generator& data, const reference_options& options) {
-  assert(options.model.slots == data.options().slots &&
+  SATRAP_ASSERT(options.model.slots == data.options().slots &&
          options.model.dense_features == data.options().dense_features);
-  assert(options.model.dim == options.embedding.dim && options.batch_size > 0);
+  SATRAP_ASSERT(options.model.dim == options.embedding.dim && options.batch_size > 0);
   const int dim = options.model.dim, bs = options.batch_size;
 
   embedding_table table(options.embedding);

@@ -1,9 +1,11 @@
 // A small result type for expected failures in models/ (which must not depend on CAF): either a
 // value or an error message that says what went wrong and where (file, field, what was expected).
-// Bugs are asserts, not results. Threading: a plain value.
+// Bugs are SATRAP_ASSERTs, not results: value() of an error (or error() of a value) aborts, in
+// Release too. Threading: a plain value.
 #pragma once
 
-#include <cassert>
+#include "models/assert.hpp"
+
 #include <string>
 #include <utility>
 #include <variant>
@@ -22,11 +24,20 @@ class [[nodiscard]] result {
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  T& value() { assert(ok()); return std::get<0>(v_); }
-  const T& value() const { assert(ok()); return std::get<0>(v_); }
+  T& value() {
+    SATRAP_ASSERT(ok(), "value() of an error result: {}", std::get<1>(v_).message);
+    return std::get<0>(v_);
+  }
+  const T& value() const {
+    SATRAP_ASSERT(ok(), "value() of an error result: {}", std::get<1>(v_).message);
+    return std::get<0>(v_);
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
-  const std::string& error() const { assert(!ok()); return std::get<1>(v_).message; }
+  const std::string& error() const {
+    SATRAP_ASSERT(!ok(), "error() of a result that holds a value");
+    return std::get<1>(v_).message;
+  }
 
  private:
   std::variant<T, model_error> v_;

@@ -25,13 +25,17 @@ packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
+          openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
+          libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
+          chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
           # Deployment: the image and the container test (podman with runc, the local pause
-          # image needs catatonit; debootstrap makes the base image), Kubernetes validation.
+          # image needs catatonit; debootstrap makes the base image).
           podman runc catatonit conmon containernetworking-plugins iptables uidmap slirp4netns
-          fuse-overlayfs debootstrap binutils nodejs)
-# nodejs from NodeSource carries npm; Debian's nodejs needs the npm package.
-command -v npm >/dev/null 2>&1 || packages+=(npm)
+          fuse-overlayfs debootstrap binutils)
+# npm fetches uPlot for the dashboard (web/package.json) and the Kubernetes schema validator
+# (ops/k8s/validate/package.json); Debian's nodejs + npm unless a Node.js with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [ "$bench" = 1 ]; then
   packages+=(python3 python3-torch python3-sklearn python3-numpy)
 fi
@@ -63,8 +67,13 @@ if [ ! -f "$conf" ]; then
 fi
 # The offline Kubernetes schema validator (tests: deploy/k8s_validate).
 if [ ! -d "$root/ops/k8s/validate/node_modules/kubernetes-models" ]; then
-  (cd "$root/ops/k8s/validate" && npm ci --no-audit --no-fund --loglevel=error) \
-    || echo "setup: npm ci in ops/k8s/validate failed (no npm registry?); deploy/k8s_validate will skip" >&2
+  echo "setup: npm ci in ops/k8s/validate (the offline Kubernetes schema validator)"
+  (cd "$root/ops/k8s/validate" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# The dashboard's charting library, vendored into the binary at build time (web/CMakeLists.txt).
+if [ ! -f "$root/web/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
+  echo "setup: npm ci in web/ (uPlot for the dashboard)"
+  (cd "$root/web" && npm ci --no-audit --no-fund)
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -39,5 +39,9 @@ using cut_atom = caf::atom_constant<caf::atom("cut")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
+// Cluster membership.
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using head_atom = caf::atom_constant<caf::atom("head")>;
 
 }  // namespace satrap

@@ -9,6 +9,7 @@ const char* to_string(errc x) {
   switch (x) {
     case errc::ok: return "ok";
     case errc::invalid_config: return "invalid_config";
+    case errc::unauthorized: return "unauthorized";
     case errc::io_failure: return "io_failure";
     case errc::peer_failure: return "peer_failure";
     case errc::invalid_payload: return "invalid_payload";

@@ -18,6 +18,7 @@ enum class errc : uint8_t {
   io_failure,        // a file could not be read or written
   peer_failure,      // an actor did not answer or answered with an error
   invalid_payload,   // a bulk message did not decode or had the wrong shape
+  unauthorized,      // a remote request without the token or identity it needs
 };
 
 const char* to_string(errc x);

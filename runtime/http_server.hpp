@@ -41,8 +41,15 @@ struct http_response {
 };
 
 // Knobs of the server (see runtime/http_server.cpp for why each default).
+// cpp-httplib 0.11 gives each connection a worker thread for as long as reads keep arriving
+// within read_timeout (a client sending a header byte every few seconds holds it for hours), and
+// has no per-request deadline. So the pool grows: a connection that finds every worker busy gets
+// a new thread, up to max_connections; idle threads beyond `threads` end after a while. A slow
+// client costs one thread, not the endpoint; only max_connections of them at once stall it
+// (the connections after that wait in the queue). Headers are capped at 8 KiB (the library's).
 struct http_limits {
-  size_t threads = 8;                               // workers: concurrent requests served
+  size_t threads = 8;                               // workers kept when idle
+  size_t max_connections = 512;                     // connections served at once (threads)
   std::chrono::milliseconds read_timeout{5000};     // per read of a request
   std::chrono::milliseconds write_timeout{5000};    // per write of a response
   std::chrono::milliseconds keep_alive{5000};       // an idle kept-alive connection is closed

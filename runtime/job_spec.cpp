@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace satrap {
@@ -170,12 +171,12 @@ std::string show(T x) {
         s.MEMBER = split_list(t);                                                                \
         return std::string{};                                                                    \
       },                                                                                         \
-      [](const job_spec& s) { return show_list(s.MEMBER); }                                     \
+      [](const job_spec& s) { return show_list(s.MEMBER); }, true                               \
   }
 #define SATRAP_SIZES_FIELD(KEY, FLAG, HELP, MEMBER)                                              \
   job_field {                                                                                    \
     KEY, FLAG, HELP, [](job_spec& s, const std::string& t) { return parse_sizes(t, s.MEMBER); }, \
-      [](const job_spec& s) { return show_sizes(s.MEMBER); }                                    \
+      [](const job_spec& s) { return show_sizes(s.MEMBER); }, true                              \
   }
 
 using dok = dense_optimizer_kind;
@@ -275,7 +276,8 @@ std::vector<job_field> make_fields() {
                 for (auto id : s.data.format.field_starts)
                   ids.push_back(std::to_string(id));
                 return show_list(ids, ", ");
-              }},
+              },
+              true},
     SATRAP_ENUM_FIELD("data.on_error", "on-error", "a bad input line", data.on_error,
                       {"fail", on_error_policy::fail}, {"skip", on_error_policy::skip}),
     SATRAP_ENUM_FIELD("data.shuffle", "", "reshuffle the training data every epoch",
@@ -358,6 +360,30 @@ std::vector<job_field> make_fields() {
                      supervision.max_restarts, 0, 1000),
     SATRAP_INT_FIELD("supervision.window_s", "", "restart intensity window, seconds",
                      supervision.window_s, 1, i32max),
+    // Timeouts and intervals (runtime/knobs.hpp says what each is for), milliseconds.
+    SATRAP_INT_FIELD("timing.spawn_timeout_ms", "", "a node agent spawning one actor, ms",
+                     timing.spawn_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.trainer_request_timeout_ms", "",
+                     "a trainer's request to a loader or an aggregator, ms",
+                     timing.trainer_request_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.shard_request_timeout_ms", "", "an aggregator's request to a shard, ms",
+                     timing.shard_request_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.restore_timeout_ms", "", "a shard restoring from a checkpoint, ms",
+                     timing.restore_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.dense_restore_timeout_ms", "",
+                     "a trainer restoring its dense state from a checkpoint, ms",
+                     timing.dense_restore_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.snapshot_timeout_ms", "", "a shard writing its checkpoint file, ms",
+                     timing.snapshot_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.hold_timeout_ms", "", "a trainer holding for a checkpoint cut, ms",
+                     timing.hold_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.stats_timeout_ms", "", "a shard's statistics at the end, ms",
+                     timing.stats_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.directory_timeout_ms", "", "the head listing live nodes, ms",
+                     timing.directory_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.replan_delay_ms", "",
+                     "pause after a failure before re-placing the job, ms",
+                     timing.replan_delay_ms, int64_t{0}, i64max),
   };
 }
 
@@ -423,7 +449,7 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
     return make_error(errc::invalid_config,
                       where(origin, root.Mark()) + ": expected a map of sections "
                                                    "(name, model, data, training, placement, checkpoint, "
-                                                   "supervision)");
+                                                   "supervision, timing)");
   try {
     return load_node(root, "", origin, spec);
   } catch (const YAML::Exception& e) {
@@ -528,22 +554,63 @@ caf::error job_spec_finalize(job_spec& spec) {
   return caf::none;
 }
 
+// Every key through yaml-cpp's emitter, so that any string (a name "a: b", "{x", "run #7", a
+// path with ": ") is quoted as YAML needs; lists as flow sequences; sections in the order of
+// their first key.
 std::string job_spec_to_yaml(const job_spec& spec) {
-  std::string out;
-  std::string section;
+  std::vector<std::string> sections;
+  std::map<std::string, std::vector<const job_field*>> by_section;
   for (auto& f : job_fields()) {
     auto dot = f.key.find('.');
     auto top = dot == std::string::npos ? std::string{} : f.key.substr(0, dot);
-    auto rest = dot == std::string::npos ? f.key : f.key.substr(dot + 1);
-    if (top != section && !top.empty())
-      out += top + ":\n";
-    section = top;
-    auto value = f.get(spec);
-    if (f.key == "model.bottom" || f.key == "model.top")
-      value = "[" + value + "]";
-    out += (top.empty() ? "" : "  ") + rest + ": " + (value.empty() ? "\"\"" : value) + "\n";
+    if (!by_section.count(top))
+      sections.push_back(top);
+    by_section[top].push_back(&f);
   }
-  return out;
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  auto emit = [&](const job_field& f, const std::string& key) {
+    auto value = f.get(spec);
+    e << YAML::Key << key << YAML::Value;
+    if (!f.list) {
+      e << value;
+      return;
+    }
+    if (value.size() >= 2 && value.front() == '[' && value.back() == ']')
+      value = value.substr(1, value.size() - 2);
+    e << YAML::Flow << YAML::BeginSeq;
+    for (auto& item : split_list(value)) {
+      auto b = item.find_first_not_of(' ');
+      e << (b == std::string::npos ? std::string{} : item.substr(b));
+    }
+    e << YAML::EndSeq;
+  };
+  for (auto& top : sections) {
+    if (top.empty()) {
+      for (auto* f : by_section[top])
+        emit(*f, f->key);
+      continue;
+    }
+    e << YAML::Key << top << YAML::Value << YAML::BeginMap;
+    for (auto* f : by_section[top])
+      emit(*f, f->key.substr(top.size() + 1));
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+caf::expected<job_spec> job_spec_from_wire(const std::string& yaml, const std::string& origin) {
+  auto spec = job_spec_defaults();
+  if (auto err = job_spec_load_text(yaml, origin, spec))
+    return err;
+  if (auto err = job_spec_finalize(spec))
+    return err;
+  if (job_spec_to_yaml(spec) != yaml)
+    return make_error(errc::invalid_config,
+                      origin + ": the job spec does not read back as the spec that was sent "
+                               "(it must be job_spec_to_yaml's text of a finalized spec)");
+  return spec;
 }
 
 }  // namespace satrap

@@ -1,7 +1,8 @@
 // The job spec: everything one training job needs, from a YAML job file and/or flags.
 // The same spec is what `satrap train` runs embedded and what the cluster accepts.
 //
-// A job file has the sections name, model, data, training, placement and checkpoint; every key is
+// A job file has the sections name, model, data, training, placement, checkpoint, supervision
+// and timing; every key is
 // listed by job_fields() (and in the README). Unknown keys and bad values are errors naming
 // file:line:column, the key and what was expected. Flags given beside --job override the file.
 // Threading: plain values and pure functions.
@@ -14,6 +15,7 @@
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
+#include "runtime/knobs.hpp"
 
 #include <caf/error.hpp>
 
@@ -101,6 +103,7 @@ struct job_spec {
   placement_spec placement;
   checkpoint_spec checkpoint;
   supervision_spec supervision;
+  job_timing timing;                    // timeouts and intervals (runtime/knobs.hpp)
 };
 
 // The defaults of `satrap train`: the tuned defaults of the reference run.
@@ -114,6 +117,7 @@ struct job_field {
   std::string help;
   std::function<std::string(job_spec&, const std::string&)> set;
   std::function<std::string(const job_spec&)> get;
+  bool list = false;  // a YAML sequence; its text form is "a,b" (or "[a,b]")
 };
 
 const std::vector<job_field>& job_fields();
@@ -131,7 +135,12 @@ caf::error job_spec_finalize(job_spec& spec);
 int job_data_slots(const data_spec& data);
 int job_data_dense_features(const data_spec& data);
 
-// The effective spec as YAML, every key listed.
+// The effective spec as YAML, every key listed; strings quoted as YAML needs. It is also the
+// form in which a spec crosses the wire.
 std::string job_spec_to_yaml(const job_spec& spec);
+
+// A spec received from another process (job_spec_to_yaml's text): loaded, finalized, and checked
+// to read back as the very text that was sent, so that a job never runs as another job.
+caf::expected<job_spec> job_spec_from_wire(const std::string& yaml, const std::string& origin);
 
 }  // namespace satrap

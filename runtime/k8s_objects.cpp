@@ -256,27 +256,55 @@ struct renderer {
     return {{"name", name}, {"mountPath", state_dir}};
   }
 
-  obj config_objects() const {
+  obj manifest_config() const {
     std::string header = "# The node manifest of cluster '" + m.cluster + "' as its pods see it"
                          + (o.source.empty() ? "" : " (from " + o.source + ")")
                          + "; rendered by satrap k8s.\n";
-    obj cm{{"apiVersion", "v1"},
-           {"kind", "ConfigMap"},
-           {"metadata", meta("satrap-manifest")},
-           {"data", {{"manifest.yaml", header + k8s_manifest_yaml(m, podman ? "" : ns)}}}};
-    obj secret;
+    return {{"apiVersion", "v1"},
+            {"kind", "ConfigMap"},
+            {"metadata", meta("satrap-manifest")},
+            {"data", {{"manifest.yaml",
+                       header + k8s_manifest_yaml(m, podman ? "" : ns, k8s_certs_dir)}}}};
+  }
+
+  // A Secret, or for podman (kube play 4.3 mounts no Secrets) a ConfigMap, of text files.
+  obj secret_object(const std::string& name, const obj& files) const {
     if (podman)
-      secret = {{"apiVersion", "v1"},
-                {"kind", "ConfigMap"},
-                {"metadata", meta("satrap-admin")},
-                {"data", {{"admin.token", o.token}}}};
-    else
-      secret = {{"apiVersion", "v1"},
-                {"kind", "Secret"},
-                {"metadata", meta("satrap-admin")},
-                {"type", "Opaque"},
-                {"stringData", {{"admin.token", o.token}}}};
-    return obj::array({cm, secret});
+      return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", meta(name)}, {"data", files}};
+    return {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", meta(name)},
+            {"type", "Opaque"},
+            {"stringData", files}};
+  }
+
+  // The podman Pod's name; kube play keeps a ConfigMap's volume after `kube down` under the
+  // ConfigMap's name, so the certificates' one is named after the cluster, not shared.
+  std::string pod_name() const { return dns_label(m.cluster, 63) ? m.cluster : std::string("satrap"); }
+  std::string certs_name() const { return podman ? pod_name() + "-certs" : "satrap-certs"; }
+
+  obj secret_objects() const {
+    obj certs = obj::object();
+    for (auto& [file, text] : o.cert_files)
+      certs[file] = text;
+    return obj::array({secret_object("satrap-admin", {{"admin.token", o.token}}),
+                       secret_object(certs_name(), certs)});
+  }
+
+  // The certificates and node tokens, read-only; `items` limits them to those files.
+  obj certs_volume(const std::vector<std::string>& items = {}) const {
+    obj source = podman ? obj{{"name", certs_name()}} : obj{{"secretName", certs_name()}};
+    source["defaultMode"] = 0440;  // the satrap group (fsGroup) reads them, no one else
+    if (!items.empty()) {
+      obj list = obj::array();
+      for (auto& f : items)
+        list.push_back({{"key", f}, {"path", f}});
+      source["items"] = list;
+    }
+    return {{"name", "certs"}, {podman ? "configMap" : "secret", source}};
+  }
+  obj certs_mount() const {
+    return {{"name", "certs"}, {"mountPath", k8s_certs_dir}, {"readOnly", true}};
   }
 
   obj head_container(const std::string& volume) const {
@@ -295,7 +323,7 @@ struct renderer {
       {"env", env()},
       {"resources", resources(o.head_cpu, o.head_memory, 0)},
       {"securityContext", container_security()},
-      {"volumeMounts", obj::array({state_mount(volume)})}};
+      {"volumeMounts", obj::array({state_mount(volume), certs_mount()})}};
     if (!podman) {
       // kube play turns ports into host port mappings (refused with host networking) and probes
       // into commands run inside the container under systemd timers: neither here.
@@ -316,7 +344,7 @@ struct renderer {
                  {"terminationGracePeriodSeconds", o.termination_grace_s},
                  {"securityContext", pod_security()},
                  {"containers", obj::array({head_container("state")})},
-                 {"volumes", obj::array({state_volume()})}};
+                 {"volumes", obj::array({state_volume(), certs_volume()})}};
     obj template_md{{"labels", labels("head")}, {"annotations", scrape}};
     obj deployment{{"apiVersion", "apps/v1"},
                    {"kind", "Deployment"},
@@ -362,7 +390,7 @@ struct renderer {
       {"resources", resources(std::to_string(n.resources.cores),
                               k8s_memory_quantity(n.resources.memory_bytes), n.resources.gpus)},
       {"securityContext", container_security()},
-      {"volumeMounts", obj::array({state_mount(volume)})}};
+      {"volumeMounts", obj::array({state_mount(volume), certs_mount()})}};
     if (!podman)
       container["ports"] = obj::array({{{"name", "node"}, {"containerPort", port}}});
     return container;
@@ -389,7 +417,7 @@ struct renderer {
                                            {"effect", "NoSchedule"}}});
     }
     spec["containers"] = obj::array({node_container(g, "node", node_name, port, "state")});
-    spec["volumes"] = obj::array({state_volume()});
+    spec["volumes"] = obj::array({state_volume(), certs_volume()});
     return spec;
   }
 
@@ -399,7 +427,7 @@ struct renderer {
   // every node would take the head for itself. Each container restarts on its own.
   obj podman_pod(const std::vector<group>& groups) const {
     obj containers = obj::array({head_container("state-head")});
-    obj volumes = obj::array({state_volume("state-head")});
+    obj volumes = obj::array({state_volume("state-head"), certs_volume()});
     for (auto& g : groups)
       for (auto& name : g.names) {
         auto& spec = *std::find_if(m.nodes.begin(), m.nodes.end(),
@@ -407,7 +435,7 @@ struct renderer {
         containers.push_back(node_container(g, name, name, spec.port, "state-" + name));
         volumes.push_back(state_volume("state-" + name));
       }
-    auto name = dns_label(m.cluster, 63) ? m.cluster : std::string("satrap");
+    auto name = pod_name();
     return {{"apiVersion", "v1"},
             {"kind", "Pod"},
             {"metadata", meta(name, obj{{"app.kubernetes.io/component", "cluster"}})},
@@ -484,7 +512,8 @@ struct renderer {
       {"resources", resources("100m", "256Mi", 0)},
       {"securityContext", container_security()},
       {"volumeMounts", obj::array({{{"name", "job"}, {"mountPath", "/etc/satrap/job"},
-                                    {"readOnly", true}}})}};
+                                    {"readOnly", true}},
+                                   certs_mount()})}};
     obj jobobj{{"apiVersion", "batch/v1"},
                {"kind", "Job"},
                {"metadata", meta("satrap-submit", component)},
@@ -498,7 +527,9 @@ struct renderer {
                      {"securityContext", pod_security()},
                      {"containers", obj::array({container})},
                      {"volumes", obj::array({{{"name", "job"},
-                                              {"configMap", {{"name", "satrap-job"}}}}})}}}}}}}};
+                                              {"configMap", {{"name", "satrap-job"}}}},
+                                             certs_volume({"ca.pem", "client.pem",
+                                                           "client.key"})})}}}}}}}};
     return obj::array({cm, jobobj});
   }
 };
@@ -517,10 +548,24 @@ std::string k8s_memory_quantity(uint64_t bytes) {
   return std::to_string(bytes);
 }
 
-std::string k8s_manifest_yaml(const manifest& m, const std::string& rewrite_for) {
-  obj head{{"host", rewrite_for.empty() ? m.head.host : "head." + rewrite_for + ".svc"},
+std::vector<std::string> k8s_cert_file_names(const manifest& m) {
+  std::vector<std::string> files{"ca.pem", "head.pem", "head.key", "client.pem", "client.key"};
+  for (auto& n : m.nodes)
+    for (auto* ext : {".pem", ".key", ".token"})
+      files.push_back("node-" + n.name + ext);
+  return files;
+}
+
+std::string k8s_manifest_yaml(const manifest& m, const std::string& rewrite_for,
+                              const std::string& certs_dir) {
+  bool pods = !rewrite_for.empty();
+  obj head{{"host", pods ? "head." + rewrite_for + ".svc" : m.head.host},
            {"port", m.head.port},
            {"status_port", m.head.status_port}};
+  if (pods)
+    head["bind"] = "0.0.0.0";
+  else if (!m.head.bind.empty())
+    head["bind"] = m.head.bind;
   obj nodes = obj::array();
   std::vector<std::string> seen;
   auto groups = groups_of(m);
@@ -539,6 +584,10 @@ std::string k8s_manifest_yaml(const manifest& m, const std::string& rewrite_for)
     if (n.group_count > 1)
       entry["count"] = n.group_count;
     entry["host"] = host;
+    if (pods)
+      entry["bind"] = "0.0.0.0";
+    else if (!n.bind.empty())
+      entry["bind"] = n.bind;
     entry["port"] = n.port;
     entry["resources"] = {{"cores", n.resources.cores},
                           {"memory", manifest_bytes(n.resources.memory_bytes)},
@@ -551,7 +600,17 @@ std::string k8s_manifest_yaml(const manifest& m, const std::string& rewrite_for)
     }
     nodes.push_back(entry);
   }
-  return to_yaml(obj{{"cluster", m.cluster}, {"head", head}, {"nodes", nodes}});
+  obj timing{{"heartbeat_interval_ms", m.timing.heartbeat_interval_ms},
+             {"heartbeat_timeout_ms", m.timing.heartbeat_timeout_ms},
+             {"admin_tick_ms", m.timing.admin_tick_ms},
+             {"register_timeout_ms", m.timing.register_timeout_ms}};
+  obj security{{"tls", m.security.tls == tls_mode::off ? "off" : "required"},
+               {"max_frame_bytes", m.security.max_frame_bytes}};
+  auto certs = certs_dir.empty() ? m.security.certs : certs_dir;
+  if (!certs.empty())
+    security["certs"] = certs;
+  return to_yaml(obj{{"cluster", m.cluster}, {"head", head}, {"nodes", nodes},
+                     {"timing", timing}, {"security", security}});
 }
 
 caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
@@ -560,19 +619,30 @@ caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
     return make_error(errc::invalid_config,
                       "namespace '" + r.ns + "' is not a Kubernetes name (lower-case letters, "
                       "digits and '-'); give --namespace");
-  if (o.token.empty())
-    return make_error(errc::invalid_config, "no admin token for the Secret");
   auto groups = groups_of(m);
   if (!groups)
     return groups.error();
+  if (o.secrets != k8s_secrets::external) {
+    if (o.token.empty())
+      return make_error(errc::invalid_config, "no admin token for the Secret");
+    for (auto& f : k8s_cert_file_names(m))
+      if (!o.cert_files.count(f))
+        return make_error(errc::invalid_config,
+                          "no " + f + " for the satrap-certs Secret: run `satrap certs`");
+  }
   obj docs = obj::array();
   if (!r.podman)
     docs.push_back({{"apiVersion", "v1"},
                     {"kind", "Namespace"},
                     {"metadata", {{"name", r.ns}, {"labels", r.labels("namespace")}}}});
-  for (auto& d : r.config_objects())
-    docs.push_back(d);
-  if (r.podman) {
+  if (o.secrets != k8s_secrets::only)
+    docs.push_back(r.manifest_config());
+  if (o.secrets != k8s_secrets::external)
+    for (auto& d : r.secret_objects())
+      docs.push_back(d);
+  if (o.secrets == k8s_secrets::only) {
+    // the Namespace and the Secrets alone
+  } else if (r.podman) {
     docs.push_back(r.podman_pod(*groups));
   } else {
     for (auto& d : r.head_objects())

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -42,6 +43,18 @@ std::string format_bytes(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return buf;
+}
+
+std::string cluster_name_problem(const std::string& name) {
+  if (name.empty() || name.size() > 64)
+    return "expected 1 to 64 characters, got " + std::to_string(name.size());
+  if (name == "." || name == "..")
+    return "'" + name + "' cannot name a cluster";
+  for (unsigned char c : name)
+    if (!(std::isalnum(c) || c == '.' || c == '_' || c == '-'))
+      return "'" + name + "' may use only letters, digits, '.', '_' and '-' (it names the "
+             "cluster's state directory; no path separators)";
+  return "";
 }
 
 namespace {
@@ -114,13 +127,59 @@ struct loader {
   }
 
   caf::error load_head(const YAML::Node& h, head_spec& out) const {
-    if (auto e = check_keys(h, "head", {"host", "port", "status_port"}))
+    if (auto e = check_keys(h, "head", {"host", "bind", "port", "status_port"}))
       return e;
     if (auto e = get_string(h, "host", "head", out.host, true))
+      return e;
+    if (auto e = get_string(h, "bind", "head", out.bind, false))
       return e;
     if (auto e = get_int(h, "port", "head", out.port, 1, 65535, true))
       return e;
     return get_int(h, "status_port", "head", out.status_port, 1, 65535, true);
+  }
+
+  caf::error load_timing(const YAML::Node& t, cluster_timing& out) const {
+    if (!t.IsMap())
+      return fail(t, "timing: expected a map of timeouts in milliseconds (runtime/knobs.hpp)");
+    if (auto e = check_keys(t, "timing", {"heartbeat_interval_ms", "heartbeat_timeout_ms",
+                                          "admin_tick_ms", "register_timeout_ms"}))
+      return e;
+    constexpr int64_t hi = int64_t{1} << 40;
+    for (auto [key, ptr] : {std::pair{"heartbeat_interval_ms", &out.heartbeat_interval_ms},
+                            {"heartbeat_timeout_ms", &out.heartbeat_timeout_ms},
+                            {"admin_tick_ms", &out.admin_tick_ms},
+                            {"register_timeout_ms", &out.register_timeout_ms}})
+      if (auto e = get_int(t, key, "timing", *ptr, int64_t{1}, hi, false))
+        return e;
+    if (out.heartbeat_timeout_ms <= out.heartbeat_interval_ms)
+      return fail(t, "timing.heartbeat_timeout_ms (" + std::to_string(out.heartbeat_timeout_ms)
+                       + ") must exceed timing.heartbeat_interval_ms ("
+                       + std::to_string(out.heartbeat_interval_ms)
+                       + "): every node would be declared dead between two heartbeats");
+    return caf::none;
+  }
+
+  caf::error load_security(const YAML::Node& s, security_spec& out) const {
+    if (auto e = check_keys(s, "security", {"tls", "certs", "max_frame_bytes"}))
+      return e;
+    std::string tls;
+    if (auto e = get_string(s, "tls", "security", tls, false))
+      return e;
+    if (tls == "off")
+      out.tls = tls_mode::off;
+    else if (tls.empty() || tls == "required")
+      out.tls = tls_mode::required;
+    else
+      return fail(s["tls"], "security.tls: expected 'required' or 'off', got '" + tls + "'");
+    if (auto e = get_string(s, "certs", "security", out.certs, false))
+      return e;
+    if (YAML::Node m = s["max_frame_bytes"]) {
+      if (!m.IsScalar() || !parse_bytes(m.Scalar(), out.max_frame_bytes)
+          || out.max_frame_bytes < 65536 || out.max_frame_bytes > 0xffffffffull)
+        return fail(m, "security.max_frame_bytes: expected a size from 64KiB to 4GiB, got '"
+                         + (m.IsScalar() ? m.Scalar() : std::string("?")) + "'");
+    }
+    return caf::none;
   }
 
   caf::error load_resources(const YAML::Node& r, const std::string& where,
@@ -142,13 +201,16 @@ struct loader {
 
   caf::error load_node(const YAML::Node& n, size_t index, std::vector<node_spec>& out) const {
     auto where = "nodes[" + std::to_string(index) + "]";
-    if (auto e = check_keys(n, where, {"name", "host", "port", "count", "resources", "labels"}))
+    if (auto e = check_keys(n, where, {"name", "host", "bind", "port", "count", "resources",
+                                        "labels"}))
       return e;
     node_spec base;
     int32_t count = 1;
     if (auto e = get_string(n, "name", where, base.name, true))
       return e;
     if (auto e = get_string(n, "host", where, base.host, true))
+      return e;
+    if (auto e = get_string(n, "bind", where, base.bind, false))
       return e;
     if (auto e = get_int(n, "port", where, base.port, 1, 65535, true))
       return e;
@@ -193,10 +255,18 @@ struct loader {
   caf::error load(const YAML::Node& root, manifest& out) const {
     if (!root.IsMap())
       return fail(root, "expected a map with cluster, head and nodes");
-    if (auto e = check_keys(root, "", {"cluster", "head", "nodes"}))
+    if (auto e = check_keys(root, "", {"cluster", "head", "nodes", "timing", "security"}))
       return e;
+    if (root["timing"])
+      if (auto e = load_timing(root["timing"], out.timing))
+        return e;
     if (auto e = get_string(root, "cluster", "manifest", out.cluster, true))
       return e;
+    if (auto why = cluster_name_problem(out.cluster); !why.empty())
+      return fail(root["cluster"], "cluster: " + why);
+    if (YAML::Node sec = root["security"])
+      if (auto e = load_security(sec, out.security))
+        return e;
     if (!root["head"])
       return fail(root, "head: missing (expected {host, port, status_port})");
     if (auto e = load_head(root["head"], out.head))

@@ -11,11 +11,22 @@
 //       port: 4711               # with count, node i listens on port + i
 //       resources: {cores: 2, memory: 8GiB, gpus: 0}
 //       labels: {tier: cpu}
+//   timing: {heartbeat_interval_ms: 1000, heartbeat_timeout_ms: 5000}   # optional; knobs.hpp
+//   security:                  # optional
+//     tls: required            # required (default) | off: mutual TLS on every CAF connection
+//     certs: certs             # where `satrap certs` wrote them (default <state dir>/certs)
+//     max_frame_bytes: 512MiB  # the largest CAF frame a process accepts (runtime/frame_limit.hpp)
+//
+// `bind:` (head and nodes) is the address to listen on when it must differ from `host` (the
+// address others connect to), e.g. 0.0.0.0 inside a container; by default a process listens on
+// `host` only. The cluster name is a file name (letters, digits, . _ -): it names the state dir.
 //
 // Memory takes a byte count or a number with a unit: KB MB GB TB (powers of 1000) or KiB MiB
 // GiB TiB (powers of 1024).
 // Threading: plain values and pure functions.
 #pragma once
+
+#include "runtime/knobs.hpp"
 
 #include <caf/error.hpp>
 
@@ -35,6 +46,7 @@ struct node_resources {
 struct node_spec {
   std::string name;                            // unique in the cluster
   std::string host;                            // where its node agent listens
+  std::string bind;                            // address to listen on ("" = host)
   uint16_t port = 0;
   node_resources resources;
   std::map<std::string, std::string> labels;   // matched by placement selectors
@@ -47,15 +59,34 @@ struct node_spec {
 
 struct head_spec {
   std::string host = "127.0.0.1";
+  std::string bind;             // address to listen on ("" = host)
   uint16_t port = 4710;         // CAF middleman (admin actor, node registration)
   uint16_t status_port = 4780;  // HTTP: /status /metrics /healthz /readyz
+};
+
+enum class tls_mode { required, off };
+
+struct security_spec {
+  tls_mode tls = tls_mode::required;
+  std::string certs;                             // "" = <state dir>/certs
+  uint64_t max_frame_bytes = uint64_t{512} << 20;  // runtime/frame_limit.hpp
 };
 
 struct manifest {
   std::string cluster;          // nodes refuse to join a cluster of another name
   head_spec head;
   std::vector<node_spec> nodes;
+  cluster_timing timing;        // optional `timing:` section (runtime/knobs.hpp)
+  security_spec security;
 };
+
+// The address a process listens on: `bind` when given, else `host`.
+inline const std::string& listen_address(const std::string& host, const std::string& bind) {
+  return bind.empty() ? host : bind;
+}
+
+// "" when `name` can name a cluster (and its state dir), else why not.
+std::string cluster_name_problem(const std::string& name);
 
 caf::error manifest_load_text(const std::string& text, const std::string& origin, manifest& out);
 caf::error manifest_load_file(const std::string& path, manifest& out);

@@ -76,8 +76,8 @@ void tune_allocator_for_payloads() {
 namespace {
 
 kj::ArrayPtr<const capnp::word> words_of(const capnp_payload& p) {
-  assert(p.bytes.size() % sizeof(capnp::word) == 0);
-  assert(reinterpret_cast<std::uintptr_t>(p.bytes.data()) % alignof(capnp::word) == 0);
+  SATRAP_ASSERT(p.bytes.size() % sizeof(capnp::word) == 0, "payload of {} bytes", p.bytes.size());
+  SATRAP_ASSERT(reinterpret_cast<std::uintptr_t>(p.bytes.data()) % alignof(capnp::word) == 0);
   return {reinterpret_cast<const capnp::word*>(p.bytes.data()),
           p.bytes.size() / sizeof(capnp::word)};
 }

@@ -14,6 +14,8 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "models/assert.hpp"
+
 #include <cassert>
 #include <cstdint>
 #include <cstring>
@@ -130,8 +132,9 @@ class payload_reader {
 // Views a Data blob as an array of T (little-endian host assumed, as everywhere in satrap).
 template <class T>
 std::span<const T> data_view(capnp::Data::Reader d) {
-  assert(d.size() % sizeof(T) == 0);
-  assert(reinterpret_cast<std::uintptr_t>(d.begin()) % alignof(T) == 0);
+  // A peer's blob is checked at the edge (payload_checks.hpp); this catches a caller that skipped it.
+  SATRAP_ASSERT(d.size() % sizeof(T) == 0, "blob of {} bytes", d.size());
+  SATRAP_ASSERT(reinterpret_cast<std::uintptr_t>(d.begin()) % alignof(T) == 0);
   return {reinterpret_cast<const T*>(d.begin()), d.size() / sizeof(T)};
 }
 

@@ -1,7 +1,9 @@
 #include "actors/admin/admin.hpp"
 
 #include "actors/admin/admin_state.hpp"
+#include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
+#include "runtime/secrets.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -40,9 +42,10 @@ job_record* find_job(admin_state& st, const std::string& id) {
 
 namespace {
 
-using self_ptr = admin_actor::stateful_pointer<admin_state>;
-using std::chrono::steady_clock;
-constexpr auto tick_interval = std::chrono::milliseconds(500);
+// The admin's implementation: stateful, and deaf to exit messages from other processes.
+using admin_impl = exit_guard<caf::stateful_actor<admin_state, admin_actor::base>>;
+using self_ptr = admin_impl*;
+std::chrono::milliseconds tick_interval(const admin_state& st) { return ms(st.config.timing.admin_tick_ms); }
 
 void try_start(self_ptr self);
 
@@ -61,13 +64,52 @@ void job_end(self_ptr self, const std::string& id, job_state state,
   try_start(self);
 }
 
+// Counts and logs a refused request; the reply to send.
+caf::error refuse(self_ptr self, const char* what, const std::string& reason) {
+  ++self->state.refused[what];
+  spdlog::warn("request_refused what={} peer={} reason=\"{}\"", what, peer_text(self), reason);
+  return make_error(errc::unauthorized, reason);
+}
+
+caf::error check_token(self_ptr self, const char* what, const std::string& token) {
+  if (token_equal(token, self->state.config.token))
+    return caf::none;
+  ++self->state.requests_refused;
+  return refuse(self, what, "admin token refused");
+}
+
 caf::result<std::string> on_register(self_ptr self, node_info& info) {
   auto& st = self->state;
   auto refuse = [&](const std::string& why) -> caf::result<std::string> {
     ++st.registrations_refused;
-    spdlog::warn("node_refused name={} reason=\"{}\"", info.name, why);
+    ++st.refused["register"];
+    spdlog::warn("node_refused name={} peer={} reason=\"{}\"", info.name, peer_text(self), why);
     return make_error(errc::invalid_config, why);
   };
+  // Identity first: the agent must live in the process that sends this, and that process must
+  // hold the node's token; a live node's name is not taken over by another process.
+  // (An anonymous message has no sender; a remote sender always has its process's node id.)
+  auto& sender = self->current_sender();
+  if (!info.agent || !sender || info.agent.node() != sender->node())
+    return refuse("node '" + info.name + "': the agent does not belong to the process that "
+                  "registers it");
+  auto tok = st.config.node_tokens.find(info.name);
+  if (tok == st.config.node_tokens.end() || !token_equal(info.token, tok->second)) {
+    return refuse("node '" + info.name + "': node token refused (each node needs its "
+                  "node-<name>.token from the head's state dir)");
+  }
+  if (auto it = st.nodes.find(info.name); it != st.nodes.end() && it->second.alive
+                                          && it->second.info.agent.node() != sender->node()) {
+  {
+    // Not final for the node: the old process may be dead without the head having seen it yet.
+    ++st.registrations_refused;
+    ++st.refused["register"];
+    spdlog::warn("node_refused name={} peer={} reason=already_registered_by_a_live_process",
+                 info.name, peer_text(self));
+    return make_error(errc::peer_failure, "node '" + info.name
+                                            + "' is registered by another live process");
+  }
+  }
   if (info.cluster != st.config.cluster.cluster)
     return refuse("node '" + info.name + "' belongs to cluster '" + info.cluster
                   + "', this head runs cluster '" + st.config.cluster.cluster + "'");
@@ -84,8 +126,9 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
     ++entry.rejoins;  // the same node name from a new process
   st.supervisor_gave_up.erase(info.name);
   entry.info = info;
+  entry.info.token.clear();  // not kept: /status and logs never see it
   entry.alive = true;
-  entry.last_heartbeat = steady_clock::now();
+  entry.last_heartbeat = self->clock().now();
   self->monitor(info.agent);
   spdlog::info("node_joined name={} restarts={} rejoins={}", info.name, info.restarts,
                entry.rejoins);
@@ -95,14 +138,14 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  auto now = steady_clock::now();
+  auto now = self->clock().now();
   for (auto& [name, n] : st.nodes)
-    if (n.alive && now - n.last_heartbeat > std::chrono::milliseconds(st.config.heartbeat_timeout_ms)) {
+    if (n.alive && now - n.last_heartbeat > ms(st.config.timing.heartbeat_timeout_ms)) {
       n.alive = false;
       spdlog::warn("node_lost name={} reason=heartbeat_timeout", name);
     }
   try_start(self);
-  self->delayed_send(self, tick_interval, heartbeat_atom::value);
+  self->delayed_send(self, tick_interval(st), tick_atom::value, st.internal_key);
 }
 
 void on_down(self_ptr self, const caf::down_msg& dm) {
@@ -161,11 +204,12 @@ void try_start(self_ptr self) {
   c.placement = job_placement_of(*plan);
   c.cluster = st.config.cluster;
   c.directory = caf::actor_cast<node_directory_actor>(self);
-  c.observer = [admin = caf::actor_cast<admin_actor>(self), id](const job_progress& p) {
-    caf::anon_send(admin, progress_atom::value, id, p);
+  c.observer = [admin = caf::actor_cast<admin_actor>(self), id,
+                key = st.internal_key](const job_progress& p) {
+    caf::anon_send(admin, progress_atom::value, id, p, key);
   };
   r.supervisor = spawn_job_supervisor(self->system(), c);
-  r.last_progress = steady_clock::now();
+  r.last_progress = self->clock().now();
   st.running = std::move(r);
   it->state = job_state::running;
   it->started_ms = now_ms();
@@ -194,10 +238,8 @@ void try_start(self_ptr self) {
 caf::result<std::string> on_submit(self_ptr self, const std::string& token,
                                    const std::string& yaml) {
   auto& st = self->state;
-  if (token != st.config.token) {
-    ++st.requests_refused;
-    return make_error(errc::invalid_config, "admin token refused");
-  }
+  if (auto err = check_token(self, "submit", token))
+    return err;
   auto spec = job_spec_defaults();
   if (auto err = job_spec_load_text(yaml, "job", spec))
     return err;
@@ -208,6 +250,8 @@ caf::result<std::string> on_submit(self_ptr self, const std::string& token,
   j.name = spec.name;
   j.submitted_ms = now_ms();
   j.spec_yaml = job_spec_to_yaml(spec);
+  if (auto back = job_spec_from_wire(j.spec_yaml, "job"); !back)
+    return back.error();  // what the nodes would receive must be this very spec
   st.jobs.push_back(j);
   spdlog::info("job_submitted id={} name={}", j.id, j.name);
   jobs_save(st);
@@ -217,10 +261,8 @@ caf::result<std::string> on_submit(self_ptr self, const std::string& token,
 
 caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id) {
   auto& st = self->state;
-  if (token != st.config.token) {
-    ++st.requests_refused;
-    return make_error(errc::invalid_config, "admin token refused");
-  }
+  if (auto err = check_token(self, "cancel", token))
+    return err;
   auto* j = find_job(st, id);
   if (!j)
     return make_error(errc::invalid_config, "no job '" + id + "'");
@@ -237,7 +279,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   auto* j = find_job(st, id);
   if (!j || !st.running || st.running->id != id)
     return;
-  auto now = steady_clock::now();
+  auto now = self->clock().now();
   auto& r = *st.running;
   if (p.steps > r.last_steps) {
     auto secs = std::chrono::duration<double>(now - r.last_progress).count();
@@ -247,6 +289,7 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   r.last_progress = now;
   r.last_steps = p.steps;
   job_apply_progress(*j, p);
+  history_record(st, *j);
 }
 
 }  // namespace
@@ -258,14 +301,22 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
     jobs_load(st);
     jobs_save(st);
     self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
-    self->delayed_send(self, tick_interval, heartbeat_atom::value);
+    st.internal_key = std::stoull(random_token(8), nullptr, 16);
+    self->delayed_send(self, tick_interval(st), tick_atom::value, st.internal_key);
     return {
       [self](register_atom, node_info& info) { return on_register(self, info); },
       [self](heartbeat_atom, const std::string& name, std::vector<actor_stat>& actors) {
         auto it = self->state.nodes.find(name);
-        if (it == self->state.nodes.end())
+        if (it == self->state.nodes.end()) {
+          refuse(self, "heartbeat", "node '" + name + "' has not registered");
           return;
-        auto now = steady_clock::now();
+        }
+        // Only the process that registered the name keeps it alive.
+        if (!it->second.info.agent || sender_node(self) != it->second.info.agent.node()) {
+          refuse(self, "heartbeat", "heartbeat for node '" + name + "' from another process");
+          return;
+        }
+        auto now = self->clock().now();
         auto secs = std::chrono::duration<double>(now - it->second.last_heartbeat).count();
         std::vector<node_entry::actor_row> rows;
         for (auto& a : actors) {
@@ -286,8 +337,15 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
       [self](submit_atom, const std::string& token, const std::string& yaml) {
         return on_submit(self, token, yaml);
       },
-      [self](list_atom) { return self->state.jobs; },
-      [self](get_atom, const std::string& id) -> caf::result<job_record> {
+      [self](list_atom, const std::string& token) -> caf::result<std::vector<job_record>> {
+        if (auto err = check_token(self, "list", token))
+          return err;
+        return self->state.jobs;
+      },
+      [self](get_atom, const std::string& token,
+             const std::string& id) -> caf::result<job_record> {
+        if (auto err = check_token(self, "get", token))
+          return err;
         if (auto* j = find_job(self->state, id))
           return *j;
         return make_error(errc::invalid_config, "no job '" + id + "'");
@@ -298,15 +356,16 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
       [self](checkpoint_atom, const std::string& token,
              const std::string& id) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (token != st.config.token) {
-          ++st.requests_refused;
-          return make_error(errc::invalid_config, "admin token refused");
-        }
+        if (auto err = check_token(self, "checkpoint", token))
+          return err;
         if (!st.running || st.running->id != id)
           return make_error(errc::invalid_config, "job '" + id + "' is not running");
         return self->delegate(st.running->supervisor, checkpoint_atom::value);
       },
-      [self](nodes_atom) {
+      [self](nodes_atom)
+        -> caf::result<std::vector<std::string>, std::vector<node_agent_actor>> {
+        if (!sender_is_local(self))  // agent handles: for this process's job supervisors only
+          return refuse(self, "nodes", "node handles are not given to other processes");
         std::vector<std::string> names;
         std::vector<node_agent_actor> agents;
         for (auto& [name, n] : self->state.nodes)
@@ -316,19 +375,35 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
           }
         return caf::make_result(std::move(names), std::move(agents));
       },
-      [self](status_atom) { return render_status(self->state); },
+      [self](status_atom) { return render_status(self->state, self->clock().now()); },
       [self](metrics_atom) { return render_metrics(self->state); },
-      [self](progress_atom, const std::string& id, const job_progress& p) {
+      [self](ready_atom) {
+        auto& st = self->state;
+        std::string waiting;
+        for (auto& n : st.config.cluster.nodes)
+          if (!st.nodes.count(n.name) || !st.nodes[n.name].alive)
+            waiting += (waiting.empty() ? "" : ", ") + n.name;
+        return caf::make_result(waiting.empty(), waiting);
+      },
+      [self](progress_atom, const std::string& id, const job_progress& p, uint64_t key) {
+        if (key != self->state.internal_key) {
+          refuse(self, "progress", "progress without the admin's key");
+          return;
+        }
         on_progress(self, id, p);
       },
-      [self](heartbeat_atom) { on_tick(self); },
+      [self](tick_atom, uint64_t key) {
+        if (key != self->state.internal_key) {
+          refuse(self, "tick", "tick without the admin's key");
+          return;
+        }
+        on_tick(self);
+      },
       [self](gave_up_atom, const std::string& token, const std::string& node, int64_t restarts,
              const std::string& why) -> caf::result<bool> {
+        if (auto err = check_token(self, "gave_up", token))
+          return err;
         auto& st = self->state;
-        if (token != st.config.token) {
-          ++st.requests_refused;
-          return make_error(errc::invalid_config, "admin token refused");
-        }
         spdlog::error("node_supervisor_gave_up name={} restarts={} reason=\"{}\"", node, restarts,
                       why);
         st.supervisor_gave_up[node] = why;

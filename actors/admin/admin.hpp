@@ -16,6 +16,15 @@
 // per-host supervisor that gave up on a node says so (gave_up); /status and /metrics show them.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint.
+// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives it.
+// Who may ask what (README "Security"): register and heartbeat only from a node's own process
+// (the sender's node is the agent's node) with that node's token; a name stays bound to the
+// process that registered it while that one is alive. Submit, cancel, checkpoint, list and get
+// (specs) need the admin token (token_equal, constant time); nodes (agent handles) only from this
+// process (the job supervisor). status, metrics and ready are public (what /status shows).
+// Its timer tick and its jobs' progress carry a key drawn at spawn, so no one outside forges
+// them; exit messages from other processes are dropped (actors/peer_guard.hpp). Refusals are
+// logged with the peer's node id and counted in /metrics by reason.
 // Threading: an actor; the HTTP thread talks to it with requests.
 #pragma once
 
@@ -23,6 +32,7 @@
 #include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/actor_meter.hpp"
+#include "runtime/knobs.hpp"
 #include "runtime/manifest.hpp"
 
 #include <caf/actor_system.hpp>
@@ -31,6 +41,7 @@
 #include <caf/typed_actor.hpp>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,13 +53,14 @@ struct node_info {
   std::string version;
   std::string name;
   node_agent_actor agent;
+  std::string token;  // this node's token (node-<name>.token); never logged
   int64_t restarts = 0;  // times this node's process was started again (by its supervisor)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent,
-           x.restarts);
+           x.token, x.restarts);
 }
 
 // The life of a job: PENDING (queued) -> PLACING -> RUNNING -> one of the three final states.
@@ -115,15 +127,16 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name
   caf::reacts_to<heartbeat_atom, std::string, std::vector<actor_stat>>,  // node, its actors
   caf::replies_to<submit_atom, std::string, std::string>::with<std::string>,  // token, yaml -> id
-  caf::replies_to<list_atom>::with<std::vector<job_record>>,
-  caf::replies_to<get_atom, std::string>::with<job_record>,
+  caf::replies_to<list_atom, std::string>::with<std::vector<job_record>>,  // token
+  caf::replies_to<get_atom, std::string, std::string>::with<job_record>,   // token, id
   caf::replies_to<cancel_atom, std::string, std::string>::with<job_record>,   // token, id
   caf::replies_to<checkpoint_atom, std::string, std::string>::with<int64_t>,  // token, id -> step
   caf::replies_to<nodes_atom>::with<std::vector<std::string>, std::vector<node_agent_actor>>,
   caf::replies_to<status_atom>::with<std::string>,                      // /status JSON
   caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
-  caf::reacts_to<progress_atom, std::string, job_progress>,             // from a job's observer
-  caf::reacts_to<heartbeat_atom>,                                       // its own periodic tick
+  caf::replies_to<ready_atom>::with<bool, std::string>,  // every node alive? / who is missing
+  caf::reacts_to<progress_atom, std::string, job_progress, uint64_t>,   // from its observer (key)
+  caf::reacts_to<tick_atom, uint64_t>,                                 // its own tick (key)
   // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
   // token, node, restarts, why.
   caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>>;
@@ -131,9 +144,10 @@ using admin_actor = caf::typed_actor<
 struct admin_config {
   manifest cluster;                 // the nodes that may join
   std::string version;              // nodes must run the same satrap version
-  std::string token;                // needed to submit and cancel
+  std::string token;                // needed to submit, cancel, checkpoint, list, get
   std::string state_dir;            // jobs.json lives here ("" = not persisted)
-  int64_t heartbeat_timeout_ms = 5000;  // a node without heartbeats this long is dead
+  cluster_timing timing;            // heartbeat timeout, tick (runtime/knobs.hpp; the manifest's)
+  std::map<std::string, std::string> node_tokens;  // by node name: what a node must show
 };
 
 admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config);

@@ -1,4 +1,8 @@
 #include "actors/admin/admin_state.hpp"
+#include "actors/peer_guard.hpp"
+#include "runtime/frame_limit.hpp"
+
+#include "runtime/error.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,10 +22,10 @@ void latency_histogram::observe(double seconds, int64_t times) {
 
 namespace {
 
-nlohmann::json node_json(const admin_state& st, const node_spec& spec, const actor_demand& used) {
+nlohmann::json node_json(const admin_state& st, const node_spec& spec, const actor_demand& used,
+                         std::chrono::steady_clock::time_point now) {
   auto it = st.nodes.find(spec.name);
   bool joined = it != st.nodes.end();
-  auto now = std::chrono::steady_clock::now();
   nlohmann::json j = {
     {"name", spec.name},
     {"host", spec.host},
@@ -31,6 +35,7 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
       {"memory_bytes", spec.resources.memory_bytes},
       {"gpus", spec.resources.gpus}}},
     {"used", {{"cores", used.cores}, {"memory_bytes", used.memory_bytes}, {"gpus", used.gpus}}},
+    {"labels", spec.labels},
     {"joined", joined},
     {"alive", joined && it->second.alive},
     {"heartbeats", joined ? it->second.heartbeats : 0},
@@ -47,9 +52,63 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
   return j;
 }
 
+// What `satrap plan` prints for a job, as JSON: per node its actors by role and what they use.
+nlohmann::json pending_plan_json(const admin_state& st, const job_record& j) {
+  auto& m = st.config.cluster;
+  auto spec = job_spec_defaults();
+  if (auto err = job_spec_load_text(j.spec_yaml, "job " + j.id, spec))
+    return {{"error", error_text(err)}};
+  if (auto err = job_spec_finalize(spec))
+    return {{"error", error_text(err)}};
+  auto plan = plan_job(m, spec);
+  if (!plan)
+    return {{"error", error_text(plan.error())}};
+  std::vector<std::map<std::string, int64_t>> roles(m.nodes.size());
+  for (auto& a : plan->actors)
+    ++roles[a.node][to_string(a.role)];
+  nlohmann::json nodes = nlohmann::json::array();
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    auto& u = plan->node_use[i];
+    auto& r = m.nodes[i].resources;
+    nodes.push_back({{"node", m.nodes[i].name},
+                     {"actors", roles[i]},
+                     {"memory_bytes", u.memory_bytes},
+                     {"memory_of", r.memory_bytes},
+                     {"cores", u.cores},
+                     {"cores_of", r.cores},
+                     {"gpus", u.gpus},
+                     {"gpus_of", r.gpus}});
+  }
+  return {{"nodes", nodes},
+          {"embedding_rows", plan->embedding_rows},
+          {"embedding_parameters", plan->embedding_parameters},
+          {"dense_parameters", plan->dense_parameters},
+          {"network_bytes_per_step", plan->traffic.total()}};
+}
+
 }  // namespace
 
-std::string render_status(const admin_state& st) {
+void history_record(admin_state& st, const job_record& j) {
+  job_history_sample s;
+  s.t_ms = now_ms();
+  s.step = j.steps;
+  s.loss = j.loss;
+  s.samples_per_sec = j.samples_per_sec;
+  s.running_auc = j.running_auc;
+  s.checkpoints = j.checkpoints;
+  s.restarts = j.restarts;
+  s.last_failure = j.last_failure;
+  st.history[j.id].record(s);
+  // Keep the newest jobs' histories only (job ids are in submission order in st.jobs).
+  for (auto& old : st.jobs) {
+    if (st.history.size() <= admin_state::history_jobs)
+      break;
+    if (old.id != j.id)
+      st.history.erase(old.id);
+  }
+}
+
+std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now) {
   auto& m = st.config.cluster;
   std::map<std::string, actor_demand> used;
   nlohmann::json actors = nlohmann::json::array();
@@ -84,9 +143,18 @@ std::string render_status(const admin_state& st) {
                         {"actors", actors},
                         {"jobs", nlohmann::json::array()}};
   for (auto& n : m.nodes)
-    doc["nodes"].push_back(node_json(st, n, used[n.name]));
-  for (auto& j : st.jobs)
-    doc["jobs"].push_back(job_record_json(j));
+    doc["nodes"].push_back(node_json(st, n, used[n.name], now));
+  bool planned = false;
+  for (auto& j : st.jobs) {
+    auto jj = job_record_json(j);
+    if (auto h = st.history.find(j.id); h != st.history.end())
+      jj["history"] = h->second.to_json();
+    if (j.state == job_state::pending && !planned) {  // the next job to run: where it would go
+      jj["plan"] = pending_plan_json(st, j);
+      planned = true;
+    }
+    doc["jobs"].push_back(std::move(jj));
+  }
   return doc.dump();
 }
 
@@ -123,6 +191,14 @@ std::string render_metrics(const admin_state& st) {
   for (auto& n : st.config.cluster.nodes)
     os << "satrap_node_supervisor_gave_up{node=\"" << n.name << "\"} "
        << st.supervisor_gave_up.count(n.name) << "\n";
+  counter("satrap_requests_refused_total",
+          "Remote requests refused (unauthorised or forged), by what was asked.");
+  for (auto& [what, n] : st.refused)
+    os << "satrap_requests_refused_total{request=\"" << what << "\"} " << n << "\n";
+  counter("satrap_remote_exits_dropped_total", "Exit messages from other processes, dropped.");
+  os << "satrap_remote_exits_dropped_total " << exits_dropped() << "\n";
+  counter("satrap_frames_refused_total", "CAF frames over security.max_frame_bytes, refused.");
+  os << "satrap_frames_refused_total " << frames_refused() << "\n";
   gauge("satrap_jobs", "Jobs by state.");
   for (auto state : all_job_states) {
     int64_t n = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/admin/admin.hpp"
+#include "runtime/job_history.hpp"
 #include "runtime/placement.hpp"
 
 #include <chrono>
@@ -50,9 +51,14 @@ struct admin_state {
   std::optional<running_job> running;
   int64_t next_id = 1;
   int64_t registrations_refused = 0;
-  int64_t requests_refused = 0;             // bad token
+  int64_t requests_refused = 0;             // bad admin token
+  std::map<std::string, int64_t> refused;   // refused requests by what was asked (/metrics)
+  uint64_t internal_key = 0;                // carried by its own ticks and its jobs' progress
   std::map<std::string, std::string> supervisor_gave_up;  // node -> why its supervisor gave up
   latency_histogram step_latency;
+  // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
+  std::map<std::string, job_history> history;  // by job id
+  static constexpr size_t history_jobs = 4;  // jobs whose history is kept (/status carries them all)
   static inline const char* name = "admin";
 };
 
@@ -65,8 +71,11 @@ void job_apply_progress(job_record& j, const job_progress& p);
 void jobs_load(admin_state& st);
 
 // Renderings (admin_render.cpp).
-std::string render_status(const admin_state& st);
+// `now` is the admin's actor clock (heartbeat ages).
+std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now);
 std::string render_metrics(const admin_state& st);
+// Adds the job's newest progress to its history (for /status's plots).
+void history_record(admin_state& st, const job_record& j);
 
 int64_t now_ms();
 

@@ -8,6 +8,8 @@
 #endif
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+#include "models/assert.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -118,6 +120,10 @@ void issue_fetches(self_ptr self) {
   while (!st.failed && st.next_fetch < st.plan.steps && (st.cut < 0 || st.next_fetch < st.cut)
          && st.next_fetch - st.plan.staleness - 1 <= st.global_applied) {
     auto step = st.next_fetch++;
+    // The staleness bound: no step is fetched (its ids looked up) more than `staleness` steps
+    // ahead of the last step applied everywhere.
+    SATRAP_ASSERT(step - st.global_applied - 1 <= st.plan.staleness, "step={} applied={} staleness={}",
+                  step, st.global_applied, st.plan.staleness);
     fetch_batch(self, &st.inputs, step, global_batch(st, step), split_code(data_split::train),
                 [self] { try_compute(self); });
   }
@@ -180,24 +186,24 @@ void on_cut(self_ptr self, int64_t next) {
 
 caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
   auto& st = self->state;
-  payload_reader reader(state);
-  auto in = reader.root<schema::DenseState>();
-  auto params = data_view<float>(in.getParams());
   auto model = st.model->params();
-  if (params.size() != model.size())
-    return make_error(errc::invalid_payload,
-                      "restore: the checkpoint has " + std::to_string(params.size())
-                        + " dense parameters, the model " + std::to_string(model.size()));
-  if (!st.optimizer->set_state(data_view<float>(in.getM()), data_view<float>(in.getV()),
-                               in.getOptimizerSteps()))
+  auto in = decode_dense_state(state, model.size());
+  if (!in)
+    return make_error(errc::invalid_payload, "restore: " + error_text(in.error()));
+  if (!st.optimizer->set_state(in->m, in->v, in->optimizer_steps))
     return make_error(errc::invalid_payload,
                       "restore: the checkpoint's optimizer state does not fit this optimizer");
-  std::copy(params.begin(), params.end(), model.begin());
-  return in.getStep();
+  std::copy(in->params.begin(), in->params.end(), model.begin());
+  return in->step;
 }
 
 void on_applied(self_ptr self, int64_t step) {
   auto& st = self->state;
+  // Every rank applies each step once, in order; a step at or below global_applied is done.
+  SATRAP_ASSERT(step > st.global_applied && step < st.plan.steps, "step={} applied={} steps={}",
+                step, st.global_applied, st.plan.steps);
+  SATRAP_ASSERT(st.applied_count[step] < st.config.world, "step={} applied by {} of {} ranks",
+                step, st.applied_count[step], st.config.world);
   if (++st.applied_count[step] < st.config.world)
     return;
   while (!st.applied_count.empty() && st.applied_count.begin()->first == st.global_applied + 1
@@ -214,6 +220,8 @@ void on_applied(self_ptr self, int64_t step) {
 // Steps the dense optimizer and pushes the embedding gradients of step `next_compute`.
 void finish_step(self_ptr self) {
   auto& st = self->state;
+  SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
+                "step={} next_fetch={}", st.next_compute, st.next_fetch);
   st.optimizer->step(st.model->params(), st.model->grads());
   auto step = st.next_compute;
   auto n = global_batch(st, step);
@@ -225,6 +233,8 @@ void finish_step(self_ptr self) {
         for (int32_t r = 0; r < st.config.world; ++r)
           if (r != st.config.rank)
             self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
+        if (st.config.progress)  // the supervisor counts exactly what a rollback replays
+          self->send(st.config.progress, applied_atom::value, step, st.config.rank);
         on_applied(self, step);
       },
       [self, n](const caf::error& e) { fail(self, "pushing gradients of batch " + std::to_string(n), e); });
@@ -239,12 +249,45 @@ void drain_inbox(self_ptr self) {
     capnp_payload out;
     auto more = st.ring->receive(st.inbox.front(), out);
     st.inbox.pop_front();
+    if (!more) {
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+           more.error());
+      return;
+    }
     auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
-    if (more)
+    if (*more)
       self->send(next, chunk_atom::value, std::move(out));
     else
       finish_step(self);
   }
+}
+
+// The two halves of batch n as the trainer needs them, checked against each other and the model.
+struct batch_views {
+  dense_batch_view dense;
+  pooled_view pooled;
+};
+
+caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
+                                         int64_t n, int8_t split) {
+  auto dense = decode_dense_batch(*in.dense, n, split,
+                                  static_cast<uint32_t>(st.config.model.dense_features));
+  if (!dense)
+    return dense.error();
+  if (dense->size > static_cast<uint32_t>(st.config.batch_size))
+    return make_error(errc::invalid_payload,
+                      "dense batch " + std::to_string(n) + ": " + std::to_string(dense->size)
+                        + " samples, more than the batch size "
+                        + std::to_string(st.config.batch_size));
+  auto pooled = decode_pooled_embeddings(*in.pooled);
+  if (!pooled)
+    return pooled.error();
+  if (auto err = pooled_check_shape(*pooled,
+                                    {n, dense->size, static_cast<uint32_t>(st.config.model.slots),
+                                     static_cast<uint32_t>(st.config.model.dim)},
+                                    "pooled embeddings"))
+    return err;
+  return batch_views{*dense, *pooled};
 }
 
 // PooledGradients of batch n, built in the payload's own buffer: the model writes the gradients
@@ -270,19 +313,20 @@ void try_compute(self_ptr self) {
   auto it = st.inputs.find(st.next_compute);
   if (it == st.inputs.end() || !it->second.ready())
     return;
-  payload_reader dense_reader(*it->second.dense);
-  payload_reader pooled_reader(*it->second.pooled);
-  auto dense = dense_reader.root<schema::DenseBatch>();
-  auto pooled = pooled_reader.root<schema::PooledEmbeddings>();
-  auto size = static_cast<int>(dense.getSize());
-  auto labels = data_view<float>(dense.getLabels());
+  auto n = global_batch(st, st.next_compute);
+  auto in = decode_inputs(st, it->second, n, split_code(data_split::train));
+  if (!in) {
+    fail(self, "reading batch " + std::to_string(n), in.error());
+    return;
+  }
+  auto size = static_cast<int>(in->dense.size);
+  auto labels = in->dense.labels;
   st.logits.resize(static_cast<size_t>(size));
-  pooled_grads_builder grads(st, global_batch(st, st.next_compute), static_cast<uint32_t>(size),
+  pooled_grads_builder grads(st, n, static_cast<uint32_t>(size),
                              static_cast<size_t>(size) * st.config.model.slots
                                * st.config.model.dim * sizeof(float));
   auto scale = 1.0f / static_cast<float>(size * st.config.world);
-  auto loss = st.model->forward_backward(size, data_view<float>(dense.getDense()).data(),
-                                         data_view<float>(pooled.getValues()).data(),
+  auto loss = st.model->forward_backward(size, in->dense.dense.data(), in->pooled.values.data(),
                                          labels.data(), scale, st.logits.data(), grads.values);
   st.report.step_losses.push_back(loss);
   st.report.samples += size;
@@ -324,17 +368,16 @@ void eval_finish(self_ptr self) {
 
 void eval_batch(self_ptr self, int64_t n) {
   auto& st = self->state;
-  auto& in = st.eval_inputs[n];
-  payload_reader dense_reader(*in.dense);
-  payload_reader pooled_reader(*in.pooled);
-  auto dense = dense_reader.root<schema::DenseBatch>();
-  auto pooled = pooled_reader.root<schema::PooledEmbeddings>();
-  auto size = static_cast<int>(dense.getSize());
+  auto in = decode_inputs(st, st.eval_inputs[n], n, split_code(data_split::test));
+  if (!in) {
+    fail(self, "reading test batch " + std::to_string(n), in.error());
+    return;
+  }
+  auto size = static_cast<int>(in->dense.size);
   st.logits.resize(static_cast<size_t>(size));
-  st.model->forward(size, data_view<float>(dense.getDense()).data(),
-                    data_view<float>(pooled.getValues()).data(), st.logits.data());
-  auto labels = data_view<float>(dense.getLabels());
-  auto probs = data_view<float>(dense.getProbs());
+  st.model->forward(size, in->dense.dense.data(), in->pooled.values.data(), st.logits.data());
+  auto labels = in->dense.labels;
+  auto probs = in->dense.probs;
   st.eval_logits.insert(st.eval_logits.end(), st.logits.begin(), st.logits.end());
   st.eval_labels.insert(st.eval_labels.end(), labels.begin(), labels.end());
   st.eval_probs.insert(st.eval_probs.end(), probs.begin(), probs.end());

@@ -1,5 +1,7 @@
 #include "actors/dense_trainer/ring_allreduce.hpp"
 
+#include "models/assert.hpp"
+#include "runtime/payload_checks.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <algorithm>
@@ -27,7 +29,8 @@ capnp_payload ring_allreduce::make_chunk(uint32_t chunk) const {
 }
 
 capnp_payload ring_allreduce::start(int64_t step, std::span<float> values) {
-  assert(!active_ && world_ > 1);
+  SATRAP_ASSERT(!active_ && world_ > 1 && step > step_, "active={} world={} step={} last={}",
+                active_, world_, step, step_);
   step_ = step;
   values_ = values;
   phase_ = 0;
@@ -36,17 +39,15 @@ capnp_payload ring_allreduce::start(int64_t step, std::span<float> values) {
   return make_chunk(mod(rank_));
 }
 
-bool ring_allreduce::receive(const capnp_payload& msg, capnp_payload& out) {
-  assert(active_);
-  payload_reader reader(msg);
-  auto in = reader.root<schema::DenseChunk>();
+caf::expected<bool> ring_allreduce::receive(const capnp_payload& msg, capnp_payload& out) {
+  SATRAP_ASSERT(active_, "a chunk fed to an idle all-reduce (step {})", step_);
   // Chunk rank-1 sent in this round: (rank-1-round) when reducing, (rank-round) when gathering.
   auto expected = phase_ == 0 ? mod(int64_t{rank_} - 1 - round_) : mod(int64_t{rank_} - round_);
-  assert(in.getStep() == step_ && in.getPhase() == phase_ && in.getRound() == round_);
-  assert(in.getChunk() == expected);
-  auto incoming = data_view<float>(in.getValues());
   auto mine = chunk_span(expected);
-  assert(incoming.size() == mine.size());
+  auto in = decode_dense_chunk(msg, {step_, phase_, round_, expected, mine.size()});
+  if (!in)
+    return in.error();
+  auto incoming = *in;
   if (phase_ == 0)
     for (size_t i = 0; i < mine.size(); ++i)
       mine[i] += incoming[i];

@@ -9,6 +9,8 @@
 
 #include "runtime/payload.hpp"
 
+#include <caf/expected.hpp>
+
 #include <cstdint>
 #include <span>
 
@@ -23,8 +25,10 @@ class ring_allreduce {
   capnp_payload start(int64_t step, std::span<float> values);
 
   // Takes the next chunk from rank-1. Returns true with `out` set when a chunk must be sent on;
-  // returns false when the reduction is complete (values now hold the sums).
-  bool receive(const capnp_payload& chunk, capnp_payload& out);
+  // returns false when the reduction is complete (values now hold the sums); an invalid_payload
+  // error when the chunk is not the expected one (step, phase, round, chunk, length) or does not
+  // decode: nothing is summed then, and the reduction cannot go on.
+  caf::expected<bool> receive(const capnp_payload& chunk, capnp_payload& out);
 
   bool active() const { return active_; }
 

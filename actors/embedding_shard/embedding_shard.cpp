@@ -3,53 +3,83 @@
 #include "models/embedding/embedding_snapshot.hpp"
 #include "runtime/actor_meter.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+#include "models/assert.hpp"
 #include "runtime/partition_map.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+#include <map>
+
 namespace satrap {
 
 namespace {
+
+std::string ledger_path(const std::string& root, uint64_t sequence, int32_t shard) {
+  return root + "/audit-ledger-" + std::to_string(sequence) + "-" + std::to_string(shard) + ".txt";
+}
 
 struct shard_state {
   embedding_shard_config config;
   std::unique_ptr<embedding_table> table;
   shard_stats stats;
   meter_handle meter;  // for the status endpoint
+  int64_t max_lookup_step = -1;             // furthest training step looked up here
+  std::map<int64_t, int32_t> applied;       // audit ledger: batch -> applications
   static inline const char* name = "embedding_shard";
 };
 
+// A request that did not decode: logged, and answered with the decoder's error.
+caf::error shard_refuse(const shard_state& st, const char* what, const caf::error& e) {
+  spdlog::error("shard_bad_request shard={} request={} error=\"{}\"", st.config.shard, what,
+                error_text(e));
+  return make_error(errc::invalid_payload,
+                    "shard " + std::to_string(st.config.shard) + ": " + error_text(e));
+}
+
 // The rows are written by the store straight into the reply's Data blob, which lies inside the
 // payload's own buffer (payload_builder): no scratch rows, no flattening copy.
-capnp_payload shard_lookup(shard_state& st, const capnp_payload& request) {
-  payload_reader reader(request);
-  auto req = reader.root<schema::LookupRequest>();
-  auto ids = data_view<uint64_t>(req.getIds());
+caf::result<capnp_payload> shard_lookup(shard_state& st, const capnp_payload& request) {
+  auto req = decode_lookup_request(request);
+  if (!req)
+    return shard_refuse(st, "lookup", req.error());
+  auto ids = req->ids;
   auto dim = static_cast<size_t>(st.config.embedding.dim);
   auto row_bytes = ids.size() * dim * sizeof(float);
   payload_builder mb(payload_builder::words_for(2, 1, {row_bytes}), row_bytes);
   auto out = mb.initRoot<schema::EmbeddingRows>();
-  out.setBatch(req.getBatch());
+  out.setBatch(req->batch);
   out.setDim(static_cast<uint32_t>(dim));
   auto* rows = reinterpret_cast<float*>(out.initRows(row_bytes).begin());
-  if (req.getReadOnly())
+  if (req->read_only) {
     st.table->peek(ids, rows);
-  else
+  } else {
     st.table->lookup(ids, rows);
+    st.max_lookup_step = std::max(st.max_lookup_step, req->batch / st.config.trainers);
+  }
   st.stats.lookups += static_cast<int64_t>(ids.size());
+  SATRAP_ASSERT(st.table->options().capacity == 0 || st.table->size() <= st.table->options().capacity,
+                "rows={} capacity={}", st.table->size(), st.table->options().capacity);
   return mb.finish();
 }
 
-int64_t shard_update(shard_state& st, const capnp_payload& request) {
-  payload_reader reader(request);
-  auto req = reader.root<schema::EmbeddingGradients>();
-  auto ids = data_view<uint64_t>(req.getIds());
-  auto grads = data_view<float>(req.getGrads());
-  assert(req.getDim() == static_cast<uint32_t>(st.config.embedding.dim));
-  assert(grads.size() == ids.size() * req.getDim());
-  st.table->update(ids, grads.data());
+caf::result<int64_t> shard_update(shard_state& st, const capnp_payload& request) {
+  auto req = decode_embedding_gradients(request, static_cast<uint32_t>(st.config.embedding.dim));
+  if (!req)
+    return shard_refuse(st, "update", req.error());
+  auto ids = req->ids;
+  st.table->update(ids, req->grads.data());
   st.stats.updates += static_cast<int64_t>(ids.size());
+  auto step = req->batch / st.config.trainers;
+  if (st.max_lookup_step > step + st.config.staleness) {
+    ++st.stats.staleness_violations;
+    spdlog::error("staleness_violated shard={} batch={} step={} max_lookup_step={} staleness={}",
+                  st.config.shard, req->batch, step, st.max_lookup_step, st.config.staleness);
+  }
+  if (st.config.audit)
+    ++st.applied[req->batch];
   return static_cast<int64_t>(ids.size());
 }
 
@@ -62,6 +92,10 @@ shard_stats shard_stats_now(const shard_state& st) {
   s.evictions = static_cast<int64_t>(c.evictions);
   s.not_admitted_lookups = static_cast<int64_t>(c.not_admitted_lookups);
   s.not_admitted_gradients = static_cast<int64_t>(c.not_admitted_gradients);
+  for (auto [batch, times] : st.applied) {
+    s.applied.push_back(batch);
+    s.applied.push_back(times);
+  }
   return s;
 }
 
@@ -73,6 +107,14 @@ caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::stri
   if (!info)
     return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
                                           + ": snapshot: " + info.error());
+  if (st.config.audit) {
+    std::ofstream out(ledger_path(root, sequence, st.config.shard), std::ios::trunc);
+    for (auto [batch, times] : st.applied)
+      out << batch << ' ' << times << '\n';
+    if (!out.flush())
+      return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
+                                            + ": cannot write its audit ledger");
+  }
   spdlog::debug("shard_snapshot shard={} sequence={} full={} rows={}", st.config.shard, sequence,
                 full, info->rows);
   return shard_snapshot_info{st.config.shard, info->name, static_cast<int64_t>(info->rows),
@@ -89,6 +131,19 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
   if (!stats)
     return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
                                           + ": restore: " + stats.error());
+  st.applied.clear();
+  st.max_lookup_step = -1;
+  if (st.config.audit) {
+    std::ifstream in(ledger_path(root, sequence, st.config.shard));
+    if (!in)
+      return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
+                                            + ": restore: no audit ledger for snapshot "
+                                            + std::to_string(sequence));
+    int64_t batch = 0;
+    int32_t times = 0;
+    while (in >> batch >> times)
+      st.applied[batch] = times;
+  }
   spdlog::info("shard_restored shard={} sequence={} rows={}", st.config.shard, sequence,
                stats->rows_kept);
   return static_cast<int64_t>(stats->rows_kept);

@@ -12,6 +12,8 @@
 //                                 job supervisor writes the manifest once every shard has.
 //   restore(root, seq)         -> rows restored: loads snapshot `seq` (and its parents) keeping
 //                                 the ids this shard owns now (any shard count can restore any).
+// Always-on check: an update of step s' after a lookup of step m > s' + staleness breaks the
+// staleness bound; it is logged (staleness_violated) and counted (stats).
 // Threading: an actor; its store is touched only by its own behaviour.
 #pragma once
 
@@ -25,6 +27,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <string>
+#include <vector>
 
 namespace satrap {
 
@@ -38,12 +41,17 @@ struct shard_stats {
   int64_t evictions = 0;               // rows evicted to make room (capacity bound)
   int64_t not_admitted_lookups = 0;    // lookups answered with an initial row, no row made
   int64_t not_admitted_gradients = 0;  // gradient rows dropped (no row for the id), counted here
+  int64_t staleness_violations = 0;    // updates of a step more than `staleness` behind a lookup
+  // Audit ledger (config.audit only, else empty): pairs (batch, times its gradient was applied to
+  // this shard's rows), including the batches the restored checkpoint carries.
+  std::vector<int64_t> applied;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
   return f(caf::meta::type_name("shard_stats"), x.shard, x.rows, x.lookups, x.updates, x.bytes,
-           x.admissions, x.evictions, x.not_admitted_lookups, x.not_admitted_gradients);
+           x.admissions, x.evictions, x.not_admitted_lookups, x.not_admitted_gradients,
+           x.staleness_violations, x.applied);
 }
 
 // One shard's file of a snapshot (models/embedding/embedding_snapshot.hpp, snapshot_file_info).
@@ -74,6 +82,11 @@ struct embedding_shard_config {
   int32_t shards = 1;             // shards in the job, and
   int32_t partitions = 4096;      // virtual partitions: which ids this shard owns (restore)
   std::string job;                // the job's name (status endpoint)
+  int32_t trainers = 1;           // batch b belongs to step b / trainers, and
+  int32_t staleness = 0;          // a lookup may run this many steps ahead of an update
+  // Keep a ledger of applied batches (stats().applied), written beside each snapshot file and
+  // read back on restore: the simulator (tests/sim/) checks exactly-once application with it.
+  bool audit = false;
 };
 
 embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,

@@ -3,6 +3,8 @@
 #include "runtime/actor_meter.hpp"
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+#include "models/assert.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -35,6 +37,9 @@ struct batch_state {
 struct aggregator_state {
   gradient_aggregator_config config;
   std::unordered_map<int64_t, batch_state> batches;
+  // A loader sent an id batch that did not decode: its batch number is unknown, so every
+  // pooled request from then on is answered with this error (the job fails and says why).
+  caf::error bad_ids;
   meter_handle meter;  // for the status endpoint
   static inline const char* name = "gradient_aggregator";
 };
@@ -43,6 +48,8 @@ using self_ptr = gradient_aggregator_actor::stateful_pointer<aggregator_state>;
 
 void deliver_pooled(aggregator_state& st, int64_t key) {
   auto& b = st.batches[key];
+  if (st.bad_ids && !b.failure && !b.pooled)
+    b.failure = st.bad_ids;
   if (!b.waiting || (!b.pooled && !b.failure))
     return;
   if (b.failure)
@@ -59,6 +66,11 @@ void deliver_pooled(aggregator_state& st, int64_t key) {
 
 void pool_batch(aggregator_state& st, batch_state& b) {
   auto dim = static_cast<uint32_t>(st.config.dim);
+  SATRAP_ASSERT(b.have_ids && b.lookups_left == 0 && !b.pooled
+                  && b.offsets.size() == size_t{b.size} * b.slots + 1
+                  && b.unique_rows.size() == b.dedup.unique.size() * dim,
+                "batch={} left={} offsets={} rows={}", b.batch, b.lookups_left, b.offsets.size(),
+                b.unique_rows.size());
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::PooledEmbeddings>();
   out.setBatch(b.batch);
@@ -91,13 +103,24 @@ void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& ro
   if (it == st.batches.end())
     return;
   auto& b = it->second;
-  payload_reader reader(rows);
-  auto values = data_view<float>(reader.root<schema::EmbeddingRows>().getRows());
+  SATRAP_ASSERT(shard < b.by_shard.size() && b.lookups_left > 0, "shard={} shards={} left={}",
+                shard, b.by_shard.size(), b.lookups_left);
   const auto& pos = b.by_shard[shard];
   auto dim = static_cast<size_t>(st.config.dim);
-  assert(values.size() == pos.size() * dim);
+  auto in = decode_embedding_rows(rows, b.batch, static_cast<uint32_t>(dim), pos.size());
+  if (!in) {
+    spdlog::error("aggregator_bad_rows aggregator={} shard={} batch={} error=\"{}\"",
+                  st.config.index, shard, b.batch, error_text(in.error()));
+    if (!b.failure)
+      b.failure = make_error(errc::invalid_payload, "embedding rows from shard "
+                                                      + std::to_string(shard) + ": "
+                                                      + error_text(in.error()));
+    --b.lookups_left;
+    deliver_pooled(st, key);
+    return;
+  }
   for (size_t i = 0; i < pos.size(); ++i)
-    std::copy_n(values.data() + i * dim, dim, b.unique_rows.data() + pos[i] * dim);
+    std::copy_n(in->rows.data() + i * dim, dim, b.unique_rows.data() + pos[i] * dim);
   if (--b.lookups_left == 0 && !b.failure) {
     pool_batch(st, b);
     deliver_pooled(st, key);
@@ -106,18 +129,30 @@ void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& ro
 
 void on_ids(self_ptr self, const capnp_payload& msg) {
   auto& st = self->state;
-  payload_reader reader(msg);
-  auto in = reader.root<schema::IdBatch>();
-  auto split = static_cast<int8_t>(in.getSplit() == schema::Split::TRAIN ? 0 : 1);
-  auto key = batch_key(in.getBatch(), split);
+  auto in = decode_id_batch(msg, 0);
+  if (!in) {
+    spdlog::error("aggregator_bad_ids aggregator={} error=\"{}\"", st.config.index,
+                  error_text(in.error()));
+    if (!st.bad_ids)
+      st.bad_ids = make_error(errc::invalid_payload, "aggregator " + std::to_string(st.config.index)
+                                                       + ": " + error_text(in.error()));
+    std::vector<int64_t> waiting;
+    for (auto& [key, b] : st.batches)
+      if (b.waiting)
+        waiting.push_back(key);
+    for (auto key : waiting)
+      deliver_pooled(st, key);
+    return;
+  }
+  auto key = batch_key(in->batch, in->split);
   auto& b = st.batches[key];
-  b.batch = in.getBatch();
-  b.split = split;
-  b.size = in.getSize();
-  b.slots = in.getSlots();
+  b.batch = in->batch;
+  b.split = in->split;
+  b.size = in->size;
+  b.slots = in->slots;
   b.have_ids = true;
-  b.offsets = data_copy<uint32_t>(in.getOffsets());
-  b.dedup = dedup_ids(data_view<uint64_t>(in.getIds()));
+  b.offsets.assign(in->offsets.begin(), in->offsets.end());
+  b.dedup = dedup_ids(in->ids);
   auto shards = st.config.shards.size();
   b.by_shard.assign(shards, {});
   for (uint32_t i = 0; i < b.dedup.unique.size(); ++i)
@@ -189,21 +224,32 @@ capnp_payload make_update(int64_t batch, uint32_t dim, const batch_state& b,
 caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload& msg) {
   auto& st = self->state;
   auto promise = self->make_response_promise<int64_t>();
-  payload_reader reader(msg);
-  auto in = reader.root<schema::PooledGradients>();
-  auto key = batch_key(in.getBatch(), 0);
+  auto in = decode_pooled_gradients(msg);
+  if (!in) {
+    promise.deliver(in.error());
+    return promise;
+  }
+  auto key = batch_key(in->batch, 0);
   auto it = st.batches.find(key);
   if (it == st.batches.end() || !it->second.have_ids) {
     promise.deliver(make_error(errc::invalid_payload,
-                               "gradients for unknown batch " + std::to_string(in.getBatch())));
+                               "gradients for unknown batch " + std::to_string(in->batch)));
+    return promise;
+  }
+  auto dim = static_cast<uint32_t>(st.config.dim);
+  if (auto err = pooled_check_shape(*in, {in->batch, it->second.size, it->second.slots, dim},
+                                    "pooled gradients")) {
+    promise.deliver(err);  // the batch stays: a correct push may still come
     return promise;
   }
   auto b = std::move(it->second);
   st.batches.erase(it);
-  auto dim = static_cast<uint32_t>(st.config.dim);
+  SATRAP_ASSERT(b.offsets.size() == size_t{b.size} * b.slots + 1
+                  && b.offsets.back() == b.dedup.inverse.size(),
+                "batch={} offsets={} size={} slots={}", b.batch, b.offsets.size(), b.size, b.slots);
   std::vector<float> grad_unique(b.dedup.unique.size() * dim, 0.0f);
-  pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse,
-                data_view<float>(in.getValues()).data(), grad_unique.data());
+  pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, in->values.data(),
+                grad_unique.data());
   auto push = std::make_shared<push_state>();
   push->promise = promise;
   for (uint32_t s = 0; s < b.by_shard.size(); ++s)

@@ -113,6 +113,10 @@ caf::expected<std::optional<checkpoint_meta>> checkpoint_latest(const std::strin
   } catch (const std::exception& e) {
     return make_error(errc::invalid_config, path + ": not a valid checkpoint manifest: " + e.what());
   }
+  if (m.dense_file.empty() || m.dense_file.find('/') != std::string::npos || m.dense_file == "."
+      || m.dense_file == "..")
+    return make_error(errc::invalid_config, path + ": dense_file '" + m.dense_file
+                                              + "' is not a file name inside the checkpoint folder");
   if (m.sequence != best)
     return make_error(errc::invalid_config, path + ": sequence " + std::to_string(m.sequence)
                                               + " does not match its file name");

@@ -1,8 +1,10 @@
 #include "actors/job_supervisor/supervisor_state.hpp"
 
 #include "actors/job_data_opener.hpp"
+#include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <spdlog/spdlog.h>
@@ -54,7 +56,7 @@ void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
   auto gen = st.generation;
   for (int32_t i = 0; i < count; ++i) {
     auto node = node_index(where, static_cast<size_t>(i));
-    self->request(st.config.nodes[node], st.config.spawn_timeout, spawn_atom::value, role,
+    self->request(st.config.nodes[node], ms(st.config.spec.timing.spawn_timeout_ms), spawn_atom::value, role,
                   st.job_yaml, i, xs...)
       .then(
         [self, &out, i, left, next, gen, node](Handle& h) {
@@ -113,10 +115,11 @@ void restore_and_start(self_ptr self, uint64_t gen) {
   };
   auto root = checkpoint_embedding_root(st.ckpt_dir);
   for (auto& s : st.shards)
-    self->request(s, std::chrono::minutes(10), restore_atom::value, root, meta.embedding_sequence)
+    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
+                  meta.embedding_sequence)
       .then([rows, one_done](int64_t n) { *rows += n; one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, std::chrono::minutes(1), restore_atom::value, *dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, *dense)
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
@@ -153,7 +156,7 @@ void on_progress(self_ptr self, const progress_report& r) {
   st.loss_samples += r.samples;
   if (rank != 0 || !st.config.observer)
     return;
-  auto secs = std::chrono::duration<double>(clock_type::now() - st.started).count();
+  auto secs = std::chrono::duration<double>(self->clock().now() - st.started).count();
   auto& p = st.progress;
   p.steps = *std::min_element(st.trainer_steps.begin(), st.trainer_steps.end());
   p.samples_per_sec = secs > 0 ? static_cast<double>(p.samples) / secs : 0.0;
@@ -169,7 +172,7 @@ void on_progress(self_ptr self, const progress_report& r) {
 
 // ---- results --------------------------------------------------------------------------------
 
-job_result summarize(supervisor_state& st) {
+job_result summarize(supervisor_state& st, clock_type::time_point now) {
   job_result r;
   std::vector<float> logits, labels, probs;
   auto& spec = st.config.spec;
@@ -178,14 +181,19 @@ job_result summarize(supervisor_state& st) {
     r.step_losses.push_back(l / per_step);
   r.samples = st.committed_samples;
   auto base = r.step_losses.size();
+  std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
   for (auto& rep : st.reports) {
-    payload_reader reader(rep.eval);
-    auto ev = reader.root<schema::EvalResult>();
-    for (auto [src, dst] : {std::pair{ev.getLogits(), &logits}, {ev.getLabels(), &labels},
-                            {ev.getProbs(), &probs}}) {
-      auto v = data_view<float>(src);
-      dst->insert(dst->end(), v.begin(), v.end());
+    auto before = static_cast<std::ptrdiff_t>(logits.size());
+    if (auto ev = decode_eval_result(rep.eval)) {
+      for (auto [v, dst] : {std::pair{ev->logits, &logits}, {ev->labels, &labels},
+                            {ev->probs, &probs}})
+        dst->insert(dst->end(), v.begin(), v.end());
+    } else {  // reported with the result, not dropped: its predictions are left out of the AUC
+      spdlog::error("job_bad_eval_result rank={} error=\"{}\"", rep.rank, error_text(ev.error()));
+      st.failures.push_back("trainer " + std::to_string(rep.rank)
+                            + ": test predictions left out: " + error_text(ev.error()));
     }
+    by_rank.emplace_back(logits.begin() + before, logits.end());
     r.samples += rep.samples;
     r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);
     for (size_t i = 0; i < rep.step_losses.size(); ++i)
@@ -195,13 +203,25 @@ job_result summarize(supervisor_state& st) {
   std::vector<float> scores(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     scores[i] = sigmoid(logits[i]);
+  // The logits again in test-batch order (only the split's last batch may be short).
+  std::vector<size_t> taken(by_rank.size(), 0);
+  const auto bs = static_cast<size_t>(spec.training.batch_size);
+  for (size_t k = 0; !by_rank.empty(); ++k) {
+    auto t = k % by_rank.size();
+    auto n = std::min(bs, by_rank[t].size() - taken[t]);
+    if (n == 0)
+      break;
+    r.test_logits.insert(r.test_logits.end(), by_rank[t].begin() + taken[t],
+                         by_rank[t].begin() + taken[t] + n);
+    taken[t] += n;
+  }
   r.test_auc = auc_exact(scores, labels);
   r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
   r.test_logloss = logloss_from_logits(logits, labels);
   r.test_samples = static_cast<int64_t>(labels.size());
   r.data_skipped = st.data.skipped;
-  r.train_seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
-  r.samples_per_sec = static_cast<double>(r.samples) / r.train_seconds;
+  r.train_seconds = std::chrono::duration<double>(now - st.started).count();
+  r.samples_per_sec = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
   r.restarts = st.progress.restarts;
   r.batches_replayed = st.progress.batches_replayed;
   r.checkpoints = st.progress.checkpoints;
@@ -209,26 +229,79 @@ job_result summarize(supervisor_state& st) {
   return r;
 }
 
-void finish(self_ptr self) {
+// The final model's embeddings (config.final_snapshot_dir, for `satrap train --export`): every
+// shard writes a full snapshot after the evaluation, the manifest last; then the result goes out.
+void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
   auto& st = self->state;
-  std::sort(st.reports.begin(), st.reports.end(),
-            [](auto& a, auto& b) { return a.rank < b.rank; });
-  auto result = std::make_shared<job_result>(summarize(st));
+  auto dir = st.config.final_snapshot_dir;
+  if (dir.empty()) {
+    st.done->deliver(std::move(*result));
+    stop_job(self);  // a finished job leaves no actor behind
+    return;
+  }
+  auto seq = st.sequence + 1;  // above any snapshot a shard's table was marked at
+  auto infos = std::make_shared<std::vector<snapshot_file_info>>();
   auto left = std::make_shared<size_t>(st.shards.size());
   auto gen = st.generation;
-  for (auto& shard : st.shards)
-    self->request(shard, std::chrono::seconds(30), stats_atom::value)
+  for (auto& s : st.shards)
+    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, dir, seq, true)
       .then(
-        [self, result, left](const shard_stats& s) {
-          result->embedding_rows += s.rows;
-          result->gradients_lost += s.not_admitted_gradients;
-          if (--*left == 0) {
-            self->state.done->deliver(std::move(*result));
-            stop_job(self);  // a finished job leaves no actor behind
+        [self, result, infos, left, dir, seq](const shard_snapshot_info& i) {
+          infos->push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
+                            static_cast<uint64_t>(i.bytes), i.checksum});
+          if (--*left > 0)
+            return;
+          auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
+                                                 *infos);
+          if (!written) {
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
+            return;
           }
+          spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
+          self->state.done->deliver(std::move(*result));
+          stop_job(self);
         },
         [self, gen](const caf::error& e) {
-          on_failure(self, gen, "reading shard statistics: " + error_text(e));
+          if (gen == self->state.generation)  // past training: no restart, the export fails
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + error_text(e)));
+        });
+}
+
+// Every trainer reported: the training and the evaluation are done. Reads each shard's
+// statistics, then delivers the result and stops the job. From here on a failure (a shard's node
+// lost, a statistics request timing out) does not restart the job: the result stands and only
+// that shard's statistics are missing (shards[i].shard == -1).
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.finishing = true;
+  std::sort(st.reports.begin(), st.reports.end(),
+            [](auto& a, auto& b) { return a.rank < b.rank; });
+  auto result = std::make_shared<job_result>(summarize(st, self->clock().now()));
+  result->shards.assign(st.shards.size(), shard_stats{});
+  for (auto& s : result->shards)
+    s.shard = -1;
+  auto left = std::make_shared<size_t>(st.shards.size());
+  auto gen = st.generation;
+  auto one_done = [self, result, left] {
+    if (--*left == 0)
+      write_final_snapshot(self, result);  // then delivers the result and stops the job's actors
+  };
+  for (size_t i = 0; i < st.shards.size(); ++i)
+    self->request(st.shards[i], ms(st.config.spec.timing.stats_timeout_ms), stats_atom::value)
+      .then(
+        [self, result, gen, i, one_done](shard_stats& s) {
+          if (gen != self->state.generation)
+            return;
+          result->embedding_rows += s.rows;
+          result->gradients_lost += s.not_admitted_gradients;
+          result->shards[i] = std::move(s);
+          one_done();
+        },
+        [self, gen, i, one_done](const caf::error& e) {
+          if (gen != self->state.generation)
+            return;
+          spdlog::warn("job_shard_statistics_lost shard={} error=\"{}\"", i, error_text(e));
+          one_done();
         });
 }
 
@@ -252,6 +325,7 @@ void start_training(self_ptr self, uint64_t gen) {
   st.cut_reports.clear();
   st.checkpointing = false;
   st.trainer_steps.assign(st.trainers.size(), plan.first_step);
+  st.applied_steps.assign(st.trainers.size(), plan.first_step);
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   st.progress.steps_total = plan.steps;
   st.recovering = false;
@@ -315,7 +389,7 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   auto& st = self->state;
   auto& spec = st.config.spec;
   st.done = self->make_response_promise<job_result>();
-  st.started = clock_type::now();
+  st.started = self->clock().now();
   st.intensity.emplace(spec.supervision.max_restarts, std::chrono::seconds(spec.supervision.window_s));
   if (st.config.nodes.empty()) {
     fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));
@@ -333,6 +407,12 @@ job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
   return {
     [self](run_atom) { return on_run(self); },
     [self](progress_atom, const progress_report& r) { on_progress(self, r); },
+    [self](applied_atom, int64_t step, int32_t rank) {  // a trainer's step is on the shards
+      auto& st = self->state;
+      auto r = static_cast<size_t>(rank);
+      if (!st.recovering && r < st.applied_steps.size())
+        st.applied_steps[r] = std::max(st.applied_steps[r], step + 1);
+    },
     [self](cut_atom, cut_report& r) { on_cut(self, r); },
     [self](checkpoint_atom) { return on_checkpoint(self); },
     [self](checkpoint_atom, uint64_t gen) { on_checkpoint_tick(self, gen); },

@@ -76,6 +76,11 @@ struct job_result {
   int64_t checkpoints = 0;            // checkpoints written
   int64_t gradients_lost = 0;         // gradient rows the stores dropped (ids not admitted)
   std::vector<std::string> failures;  // the reason of each restart
+  // Each shard's statistics at the end, by index (with its audit ledger when the nodes run
+  // audited, node_agent_config::audit); `shard` is -1 where a shard did not answer (lost after
+  // training ended: the result stands, its statistics are missing).
+  std::vector<shard_stats> shards;
+  std::vector<float> test_logits;     // the final evaluation's logits, in test-split order
 };
 
 template <class Inspector>
@@ -83,11 +88,12 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
            x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
            x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
-           x.gradients_lost, x.failures);
+           x.gradients_lost, x.failures, x.shards, x.test_logits);
 }
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
                                               caf::reacts_to<progress_atom, progress_report>,
+                                              caf::reacts_to<applied_atom, int64_t, int32_t>,
                                               caf::reacts_to<cut_atom, cut_report>,
                                               caf::replies_to<checkpoint_atom>::with<int64_t>,
                                               caf::reacts_to<restore_atom, uint64_t>,     // internal
@@ -114,7 +120,8 @@ struct job_supervisor_config {
   job_placement placement;                             // empty lists: everything on nodes[0]
   manifest cluster;                                    // for re-placing after a node loss
   node_directory_actor directory;                      // null: embedded (no re-placement)
-  caf::duration spawn_timeout{std::chrono::seconds(120)};  // per spawn request
+  std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
+                                   // there after the evaluation (a full embedding snapshot)
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,

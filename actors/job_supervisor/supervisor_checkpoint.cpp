@@ -111,12 +111,13 @@ void write_checkpoint(self_ptr self) {
   meta.samples = samples;
   meta.step_losses = losses;
   auto state = st.cut_reports.at(0).state;
-  auto started = clock_type::now();
+  auto started = self->clock().now();
   auto infos = std::make_shared<std::vector<shard_snapshot_info>>();
   auto left = std::make_shared<size_t>(st.shards.size());
   auto root = checkpoint_embedding_root(st.ckpt_dir);
   for (auto& s : st.shards)
-    self->request(s, std::chrono::minutes(10), snapshot_atom::value, root, meta.sequence, meta.full)
+    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, root,
+                  meta.sequence, meta.full)
       .then(
         [=](const shard_snapshot_info& info) mutable {
           auto& st = self->state;
@@ -153,7 +154,7 @@ void write_checkpoint(self_ptr self) {
           st.last = meta;
           ++st.progress.checkpoints;
           st.progress.checkpoint_step = step;
-          auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - started).count();
+          auto ms = std::chrono::duration<double, std::milli>(self->clock().now() - started).count();
           spdlog::info("checkpoint_written step={} sequence={} full={} rows={} ms={:.0f} dir={}",
                        step, meta.sequence, meta.full, meta.embedding_rows, ms, st.ckpt_dir);
           for (auto& p : st.on_demand)
@@ -209,7 +210,7 @@ void begin_cut(self_ptr self) {
   auto furthest = std::make_shared<int64_t>(0);
   auto left = std::make_shared<size_t>(st.trainers.size());
   for (auto& t : st.trainers)
-    self->request(t, std::chrono::seconds(30), hold_atom::value)
+    self->request(t, ms(st.config.spec.timing.hold_timeout_ms), hold_atom::value)
       .then(
         [self, gen, furthest, left](int64_t next) {
           auto& st = self->state;

@@ -41,7 +41,7 @@ void replan(self_ptr self, std::function<void()> next) {
     return;
   }
   auto gen = st.generation;
-  self->request(st.config.directory, std::chrono::seconds(30), nodes_atom::value)
+  self->request(st.config.directory, ms(st.config.spec.timing.directory_timeout_ms), nodes_atom::value)
     .then(
       [self, gen, next](std::vector<std::string>& names, std::vector<node_agent_actor>& agents) {
         auto& st = self->state;
@@ -96,8 +96,12 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   auto& st = self->state;
   if (gen != st.generation || st.recovering || !st.done || !st.done->pending())
     return;
+  if (st.finishing) {  // trained and evaluated: nothing to recover (finish() reads what is left)
+    spdlog::warn("job_failure_after_training reason=\"{}\"", reason);
+    return;
+  }
   st.recovering = true;
-  auto now = clock_type::now();
+  auto now = self->clock().now();
   st.failures.push_back(reason);
   st.progress.last_failure = reason;
   for (auto& p : st.on_demand)
@@ -114,13 +118,14 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   // Everything trained after the newest checkpoint is rolled back and trained again.
   auto resume = st.last ? st.last->step : 0;
   int64_t replayed = 0;
-  for (auto s : st.trainer_steps)
+  for (auto s : st.applied_steps)
     replayed += std::max<int64_t>(0, s - resume);
   st.progress.restarts += 1;
   st.progress.batches_replayed += replayed;
   st.progress.samples = st.committed_samples;
   st.progress.steps = resume;  // progress restarts from the checkpoint
   st.trainer_steps.assign(st.trainer_steps.size(), resume);
+  st.applied_steps.assign(st.applied_steps.size(), resume);
   spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
                reason, st.progress.restarts, resume, replayed);
   notify(st);
@@ -131,7 +136,7 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   st.children.clear();
   // Give the cluster a moment to notice a lost node before asking who is alive.
   auto gen_now = st.generation;
-  self->delayed_send(self, std::chrono::seconds(1), restore_atom::value, gen_now);
+  self->delayed_send(self, ms(st.config.spec.timing.replan_delay_ms), restore_atom::value, gen_now);
 }
 
 void on_exit(self_ptr self, caf::exit_msg& msg) {

@@ -22,7 +22,7 @@
 
 namespace satrap::supervisor {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = std::chrono::steady_clock;  // time_points of the actor clock (self->clock())
 
 struct supervisor_state {
   job_supervisor_config config;
@@ -37,7 +37,8 @@ struct supervisor_state {
   clock_type::time_point started;
   int64_t steps = 0;     // per trainer
   // Progress, summed over trainers.
-  std::vector<int64_t> trainer_steps;
+  std::vector<int64_t> trainer_steps;  // computed, as the progress reports say
+  std::vector<int64_t> applied_steps;  // on the shards, step by step (what a rollback replays)
   std::vector<double> trainer_auc;
   job_progress progress;
   double loss_sum = 0.0;
@@ -48,6 +49,7 @@ struct supervisor_state {
   std::set<std::string> lost_nodes;                 // nodes whose actors became unreachable
   std::optional<restart_intensity> intensity;
   bool recovering = false;
+  bool finishing = false;  // every trainer reported: failures no longer restart the job
   std::vector<std::string> failures;
   // Checkpoints.
   std::string ckpt_dir;                    // "" : none

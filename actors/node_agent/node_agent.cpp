@@ -2,6 +2,7 @@
 
 #include "actors/job_data_opener.hpp"
 #include "actors/node_agent/role_configs.hpp"
+#include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -35,10 +36,27 @@ struct agent_state {
   node_agent_config config;
   std::deque<job_entry> jobs;
   std::map<std::string, std::vector<waiting_loader>> opening;  // by job YAML
+  caf::node_id head;                      // the head's process (none: only local requests)
+  int64_t refused = 0;
   static inline const char* name = "node_agent";
 };
 
-using self_ptr = node_agent_actor::stateful_pointer<agent_state>;
+// Stateful, and deaf to exit messages from other processes (actors/peer_guard.hpp).
+using self_ptr = exit_guard<caf::stateful_actor<agent_state, node_agent_actor::base>>*;
+
+// Spawn requests come from this process (embedded jobs) or from the head's; anyone else who
+// reached the published port is refused.
+caf::error check_sender(self_ptr self) {
+  if (sender_is_local(self))
+    return caf::none;
+  auto from = sender_node(self);
+  if (self->state.head != caf::node_id{} && from == self->state.head)
+    return caf::none;
+  ++self->state.refused;
+  spdlog::warn("request_refused what=spawn node={} peer={} refused_total={}",
+               self->state.config.node, peer_text(self), self->state.refused);
+  return make_error(errc::unauthorized, "this node agent takes requests only from its head");
+}
 
 job_entry* find_entry(agent_state& st, const std::string& yaml) {
   for (auto& e : st.jobs)
@@ -50,12 +68,10 @@ job_entry* find_entry(agent_state& st, const std::string& yaml) {
 caf::expected<job_entry*> entry_of(agent_state& st, const std::string& yaml) {
   if (auto* e = find_entry(st, yaml))
     return e;
-  auto spec = job_spec_defaults();
-  if (auto err = job_spec_load_text(yaml, "job", spec))
-    return err;
-  if (auto err = job_spec_finalize(spec))
-    return err;
-  st.jobs.push_back({yaml, std::move(spec), nullptr});
+  auto spec = job_spec_from_wire(yaml, "job");
+  if (!spec)
+    return spec.error();
+  st.jobs.push_back({yaml, std::move(*spec), nullptr});
   while (st.jobs.size() > std::max<size_t>(1, st.config.jobs_kept))
     st.jobs.pop_front();
   return &st.jobs.back();
@@ -68,8 +84,11 @@ caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml)
   return &(*e)->spec;
 }
 
-void log_spawn(self_ptr self, const char* role, int32_t index) {
+template <class Handle>
+void log_spawn(self_ptr self, const Handle& h, const char* role, int32_t index) {
   spdlog::debug("actor_spawned node={} role={} index={}", self->state.config.node, role, index);
+  if (self->state.config.on_spawn)
+    self->state.config.on_spawn(caf::actor_cast<caf::actor>(h), role, index);
 }
 
 caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spec,
@@ -79,7 +98,7 @@ caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spe
     return d->error();
   data_loader_config c{index, (*d)->source, spec.training.batch_size, std::move(aggs), spec.name};
   auto h = spawn_data_loader(self->system(), c);
-  log_spawn(self, "data_loader", index);
+  log_spawn(self, h, "data_loader", index);
   return h;
 }
 
@@ -91,25 +110,33 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
     return {
       [self](spawn_atom, shard_atom, const std::string& yaml,
              int32_t index) -> caf::result<embedding_shard_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
-        auto h = spawn_embedding_shard(self->system(), shard_config(**spec, index));
-        log_spawn(self, "embedding_shard", index);
+        auto c = shard_config(**spec, index);
+        c.audit = self->state.config.audit;
+        auto h = spawn_embedding_shard(self->system(), c);
+        log_spawn(self, h, "embedding_shard", index);
         return h;
       },
       [self](spawn_atom, aggregator_atom, const std::string& yaml, int32_t index,
              std::vector<embedding_shard_actor>& shards) -> caf::result<gradient_aggregator_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
         auto h = spawn_gradient_aggregator(self->system(),
                                            aggregator_config(**spec, index, std::move(shards)));
-        log_spawn(self, "gradient_aggregator", index);
+        log_spawn(self, h, "gradient_aggregator", index);
         return h;
       },
       [self](spawn_atom, loader_atom, const std::string& yaml, int32_t index,
              std::vector<gradient_aggregator_actor>& aggs) -> caf::result<data_loader_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto& st = self->state;
         auto e = entry_of(st, yaml);
         if (!e)
@@ -139,6 +166,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
       [self](spawn_atom, trainer_atom, const std::string& yaml, int32_t rank,
              std::vector<data_loader_actor>& loaders, std::vector<gradient_aggregator_actor>& aggs,
              progress_sink_actor& sink) -> caf::result<dense_trainer_actor> {
+        if (auto err = check_sender(self))
+          return err;
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
@@ -147,8 +176,16 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
                                                     std::move(aggs), std::move(sink)));
         if (!h)
           return h.error();
-        log_spawn(self, "dense_trainer", rank);
+        log_spawn(self, *h, "dense_trainer", rank);
         return *h;
+      },
+      [self](head_atom, const caf::node_id& head) {
+        if (!sender_is_local(self)) {
+          check_sender(self);  // counted and logged as refused
+          return;
+        }
+        self->state.head = head;
+        spdlog::info("node_head_set node={} head={}", self->state.config.node, to_string(head));
       },
     };
   });

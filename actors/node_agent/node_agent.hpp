@@ -11,7 +11,10 @@
 
 #include "actors/spawn_protocol.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+
+#include <functional>
 
 #include <string>
 #include <vector>
@@ -23,6 +26,10 @@ namespace satrap {
 struct node_agent_config {
   std::string node = "local";  // this node's name, for logs
   size_t jobs_kept = 2;        // recent jobs whose spec and opened data are kept for reuse
+  bool audit = false;          // shards keep an audit ledger (embedding_shard_config::audit)
+  // Called with every actor this agent spawns (its role and index): the simulator (tests/sim/)
+  // uses it to know which actors a simulated node loses with its agent. Empty in `satrap`.
+  std::function<void(const caf::actor&, const char* role, int32_t index)> on_spawn{};
 };
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_config& config);

@@ -9,6 +9,8 @@ embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
   c.shards = spec.placement.shards;
   c.partitions = spec.placement.partitions;
   c.job = spec.name;
+  c.trainers = spec.placement.trainers;
+  c.staleness = spec.training.staleness;
   return c;
 }
 
@@ -22,6 +24,7 @@ gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index
                                         static_cast<uint32_t>(shards.size()));
   c.shards = std::move(shards);
   c.job = spec.name;
+  c.timeout = caf::duration{ms(spec.timing.shard_request_timeout_ms)};
   return c;
 }
 
@@ -42,6 +45,7 @@ dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
   c.progress_every = spec.training.progress_every;
   c.job = spec.name;
   c.cuda = spec.training.device == dense_device::cuda;
+  c.timeout = caf::duration{ms(spec.timing.trainer_request_timeout_ms)};
   return c;
 }
 

@@ -1,4 +1,5 @@
 #include "models/data/chunk_store.hpp"
+#include "models/assert.hpp"
 
 #include "satrap_schemas/dataset.capnp.h"
 
@@ -55,7 +56,7 @@ chunk_builder::chunk_builder(int slots, int dense_features)
     : slots_(slots), dense_features_(dense_features) {}
 
 void chunk_builder::add(const text_sample& s) {
-  assert(static_cast<int>(s.dense.size()) == dense_features_);
+  SATRAP_ASSERT(static_cast<int>(s.dense.size()) == dense_features_);
   order_.resize(s.features.size());
   std::iota(order_.begin(), order_.end(), 0);
   std::stable_sort(order_.begin(), order_.end(),
@@ -223,7 +224,7 @@ chunk_store::~chunk_store() {
 }
 
 void chunk_store::append_sample(int64_t i, batch& b) const {
-  assert(i >= 0 && i < samples());
+  SATRAP_ASSERT(i >= 0 && i < samples());
   auto k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin() - 1);
   const auto& c = chunks_[k];
   auto row = static_cast<size_t>(i - starts_[k]);

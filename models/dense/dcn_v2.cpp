@@ -1,5 +1,6 @@
 // DCN-v2 (stacked): bottom MLP, full-rank cross layers over [bottom(dense), e_1..e_slots], top MLP.
 #include <algorithm>
+#include "models/assert.hpp"
 #include <cassert>
 
 #include "models/dense/bce.hpp"
@@ -77,7 +78,7 @@ class dcn_v2 final : public dense_model {
 
  private:
   const float* run_forward(int batch, const float* dense, const float* pooled) {
-    assert(batch > 0);
+    SATRAP_ASSERT(batch > 0);
     const size_t n = static_cast<size_t>(batch) * width_;
     const float* x = bottom_.forward(batch, params_.data(), dense);
     for (auto& v : xs_) v.resize(n);

@@ -1,5 +1,6 @@
 // DeepFM: FM second-order term + first-order linear + deep MLP over [bottom(dense), e_1..e_slots].
 #include <algorithm>
+#include "models/assert.hpp"
 #include <cassert>
 
 #include "models/dense/bce.hpp"
@@ -71,7 +72,7 @@ class deepfm final : public dense_model {
 
  private:
   void run_forward(int batch, const float* dense, const float* pooled, float* logits) {
-    assert(batch > 0);
+    SATRAP_ASSERT(batch > 0);
     const int dim = config_.dim;
     const float* x = bottom_.forward(batch, params_.data(), dense);
     z_.resize(static_cast<size_t>(batch) * width_);

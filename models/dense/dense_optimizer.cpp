@@ -1,4 +1,5 @@
 #include "models/dense/dense_optimizer.hpp"
+#include "models/assert.hpp"
 
 #include <cassert>
 #include <cmath>
@@ -22,7 +23,7 @@ bool dense_optimizer::set_state(std::span<const float> m, std::span<const float>
 }
 
 void dense_optimizer::step(std::span<float> params, std::span<const float> grads) {
-  assert(params.size() == grads.size());
+  SATRAP_ASSERT(params.size() == grads.size());
   ++steps_;
   const float lr = options_.learning_rate, wd = options_.weight_decay, eps = options_.eps;
   const size_t n = params.size();
@@ -31,7 +32,7 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
       for (size_t i = 0; i < n; ++i) params[i] -= lr * (grads[i] + wd * params[i]);
       break;
     case dense_optimizer_kind::adagrad:
-      assert(m_.size() == n);
+      SATRAP_ASSERT(m_.size() == n);
       for (size_t i = 0; i < n; ++i) {
         float g = grads[i] + wd * params[i];
         m_[i] += g * g;
@@ -39,7 +40,7 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
       }
       break;
     case dense_optimizer_kind::adam: {
-      assert(m_.size() == n && v_.size() == n);
+      SATRAP_ASSERT(m_.size() == n && v_.size() == n);
       const float b1 = options_.beta1, b2 = options_.beta2;
       const float c1 = 1.0f - static_cast<float>(std::pow(double{b1}, double(steps_)));
       const float c2 = 1.0f - static_cast<float>(std::pow(double{b2}, double(steps_)));

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include "models/assert.hpp"
 #include <cassert>
 
 #include "models/dense/bce.hpp"
@@ -51,7 +52,7 @@ class dlrm final : public dense_model {
   const float* top_params() const { return params_.data() + bottom_.param_count(); }
 
   const float* run_forward(int batch, const float* dense, const float* pooled) {
-    assert(batch > 0);
+    SATRAP_ASSERT(batch > 0);
     x_ = bottom_.forward(batch, params_.data(), dense);
     z_.resize(static_cast<size_t>(batch) * top_.in());
     interaction_forward(batch, config_.slots, config_.dim, x_, pooled, z_.data());

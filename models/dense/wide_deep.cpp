@@ -1,6 +1,7 @@
 // Wide&Deep: a linear layer over [dense, e_1..e_slots] plus the deep MLP over
 // [bottom(dense), e_1..e_slots].
 #include <algorithm>
+#include "models/assert.hpp"
 #include <cassert>
 
 #include "models/dense/bce.hpp"
@@ -62,7 +63,7 @@ class wide_deep final : public dense_model {
 
  private:
   void run_forward(int batch, const float* dense, const float* pooled, float* logits) {
-    assert(batch > 0);
+    SATRAP_ASSERT(batch > 0);
     const int dim = config_.dim, df = config_.dense_features;
     const float* x = bottom_.forward(batch, params_.data(), dense);
     z_.resize(static_cast<size_t>(batch) * top_.in());

@@ -10,11 +10,13 @@
 
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/embedding/snapshot_file.hpp"
+#include "models/embedding/snapshot_manifest.hpp"
 #include "satrap_schemas/snapshot.capnp.h"
 
 namespace satrap {
 
 std::string snapshot_format_mismatch(schema::RowFormat::Reader f, const embedding_options& o);
+
 
 namespace {
 
@@ -46,6 +48,7 @@ class message_cursor {
 struct manifest_file {
   std::string dir;
   mapped_file file;
+  snapshot_manifest manifest;  // decoded and checked
 };
 
 result<manifest_file> open_manifest(const std::string& root, uint64_t sequence) {
@@ -56,7 +59,9 @@ result<manifest_file> open_manifest(const std::string& root, uint64_t sequence) 
                             + " is missing or was never completed, so it is not loaded");
   auto f = mapped_file::open(path);
   if (!f) return make_model_error(f.error());
-  return manifest_file{dir, std::move(f.value())};
+  auto m = snapshot_manifest_decode({f->payload(), f->payload_bytes()});
+  if (!m) return make_model_error(path + ": " + m.error());
+  return manifest_file{dir, std::move(f.value()), std::move(m.value())};
 }
 
 uint64_t read_u64(const kj::byte* p) {
@@ -67,14 +72,14 @@ uint64_t read_u64(const kj::byte* p) {
 
 // Applies one shard file; "" on success, else what was wrong (the caller adds the path).
 std::string apply_shard_file(embedding_table& table, const mapped_file& f,
-                             schema::SnapshotManifest::Reader manifest, const snapshot_keep& keep,
+                             const snapshot_manifest& manifest, const snapshot_keep& keep,
                              snapshot_restore_stats& stats) {
   message_cursor cursor(f);
   if (cursor.done()) return "empty file";
   auto h = cursor.next().getRoot<schema::SnapshotHeader>();
-  if (h.getSequence() != manifest.getSequence() || h.getParent() != manifest.getParent())
+  if (h.getSequence() != manifest.sequence || h.getParent() != manifest.parent)
     return "header says snapshot " + std::to_string(h.getSequence()) + " (parent "
-           + std::to_string(h.getParent()) + "), the manifest " + std::to_string(manifest.getSequence());
+           + std::to_string(h.getParent()) + "), the manifest " + std::to_string(manifest.sequence);
   if (auto why = snapshot_format_mismatch(h.getFormat(), table.options()); !why.empty()) return why;
   const size_t stride = table.layout().stride;
   auto evicted = h.getEvicted();
@@ -112,15 +117,14 @@ std::string apply_shard_file(embedding_table& table, const mapped_file& f,
 
 // Applies every shard file of one snapshot; "" or "path: what".
 std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
-                           schema::SnapshotManifest::Reader manifest, const snapshot_keep& keep,
-                           snapshot_restore_stats& stats) {
-  for (auto entry : manifest.getFiles()) {
-    std::string path = (fs::path(mf.dir) / entry.getName().cStr()).string();
-    auto f = mapped_file::open(path, entry.getBytes(), entry.getChecksum());
+                           const snapshot_keep& keep, snapshot_restore_stats& stats) {
+  for (auto& entry : mf.manifest.files) {
+    std::string path = (fs::path(mf.dir) / entry.name).string();
+    auto f = mapped_file::open(path, entry.bytes, entry.checksum);
     if (!f) return f.error();
     std::string why;
     try {
-      why = apply_shard_file(table, f.value(), manifest, keep, stats);
+      why = apply_shard_file(table, f.value(), mf.manifest, keep, stats);
     } catch (const kj::Exception& e) {
       why = std::string("malformed: ") + e.getDescription().cStr();
     }
@@ -140,18 +144,12 @@ result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const st
   for (uint64_t seq = sequence;;) {
     auto mf = open_manifest(root, seq);
     if (!mf) return make_model_error(mf.error());
-    uint64_t parent = 0;
-    try {
-      message_cursor cursor(mf->file);
-      auto m = cursor.next().getRoot<schema::SnapshotManifest>();
-      if (m.getSequence() != seq)
-        return make_model_error(mf->dir + "/MANIFEST: says snapshot " + std::to_string(m.getSequence()));
-      if (auto why = snapshot_format_mismatch(m.getFormat(), table.options()); !why.empty())
-        return make_model_error(mf->dir + "/MANIFEST: " + why);
-      parent = m.getParent();
-    } catch (const kj::Exception& e) {
-      return make_model_error(mf->dir + "/MANIFEST: malformed: " + e.getDescription().cStr());
-    }
+    const auto& m = mf->manifest;
+    if (m.sequence != seq)
+      return make_model_error(mf->dir + "/MANIFEST: says snapshot " + std::to_string(m.sequence));
+    if (auto why = snapshot_format_mismatch(m, table.options()); !why.empty())
+      return make_model_error(mf->dir + "/MANIFEST: " + why);
+    uint64_t parent = m.parent;
     if (parent >= seq)
       return make_model_error(mf->dir + "/MANIFEST: parent " + std::to_string(parent) + " is not older");
     chain.push_back(std::move(mf.value()));
@@ -160,9 +158,7 @@ result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const st
   }
   snapshot_restore_stats stats;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    message_cursor cursor(it->file);
-    auto manifest = cursor.next().getRoot<schema::SnapshotManifest>();
-    if (auto why = apply_snapshot(table, *it, manifest, keep, stats); !why.empty()) {
+    if (auto why = apply_snapshot(table, *it, keep, stats); !why.empty()) {
       table.clear();
       return make_model_error(why);
     }

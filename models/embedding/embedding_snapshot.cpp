@@ -10,6 +10,7 @@
 #include <capnp/serialize.h>
 
 #include "models/embedding/snapshot_file.hpp"
+#include "models/embedding/snapshot_manifest.hpp"
 #include "satrap_schemas/snapshot.capnp.h"
 
 namespace satrap {
@@ -51,6 +52,14 @@ std::string snapshot_format_mismatch(schema::RowFormat::Reader f, const embeddin
   std::string want = format_text(static_cast<uint32_t>(o.dim), optimizer_name(o.optimizer),
                                  layout.fp16 ? "fp16" : "fp32", static_cast<uint32_t>(layout.stride));
   std::string got = format_text(f.getDim(), f.getOptimizer().cStr(), f.getPrecision().cStr(), f.getRowBytes());
+  return got == want ? "" : "rows are " + got + "; the table expects " + want;
+}
+
+std::string snapshot_format_mismatch(const snapshot_manifest& m, const embedding_options& o) {
+  auto layout = row_layout::of(o);
+  std::string want = format_text(static_cast<uint32_t>(o.dim), optimizer_name(o.optimizer),
+                                 layout.fp16 ? "fp16" : "fp32", static_cast<uint32_t>(layout.stride));
+  std::string got = format_text(m.dim, m.optimizer, m.precision, m.row_bytes);
   return got == want ? "" : "rows are " + got + "; the table expects " + want;
 }
 

@@ -1,10 +1,12 @@
 #include "models/embedding/embedding_table.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace satrap {
 
@@ -25,7 +27,7 @@ embedding_table::embedding_table(const embedding_options& options)
       slabs_(layout_.stride, row_slabs::rows_per_slab(layout_.stride, options.capacity)),
       coin_(options.seed ^ 0xa0761d6478bd642fULL),
       scratch_(static_cast<size_t>(options.dim)) {
-  assert(options.dim > 0 && options.capacity < row_index::npos);
+  SATRAP_ASSERT(options.dim > 0 && options.capacity < row_index::more);
   if (options.admission == admission_kind::count_min)
     sketch_.emplace_back(options.sketch_width, options.sketch_depth, options.seed);
 }
@@ -64,10 +66,14 @@ void embedding_table::init_row(uint64_t id, uint32_t r) {
 
 void embedding_table::read_row(uint32_t r, float* out) const {
   const std::byte* row = slabs_.row(r);
-  if (layout_.fp16)
+  if (layout_.fp16) {
     kernels_->to_f32(reinterpret_cast<const uint16_t*>(row), out, layout_.dim);
-  else
-    std::memcpy(out, row, sizeof(float) * layout_.dim);
+  } else {  // inline 16-byte moves rather than a call to memcpy with a run-time size
+    const auto* w = reinterpret_cast<const float*>(row);
+    int d = 0;
+    for (; d + 4 <= layout_.dim; d += 4) std::memcpy(out + d, w + d, 16);
+    for (; d < layout_.dim; ++d) out[d] = w[d];
+  }
 }
 
 void embedding_table::step_row(uint32_t r, const float* grad) {
@@ -82,7 +88,6 @@ void embedding_table::step_row(uint32_t r, const float* grad) {
     kernels_->step(step_, reinterpret_cast<float*>(row), state, grad);
   }
   slabs_.set_changed(r, true);
-  slabs_.set_referenced(r, true);
 }
 
 bool embedding_table::admitted(uint64_t id, bool sighting) {
@@ -109,13 +114,13 @@ uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
     size_t s = hand_++;
     uint32_t r = index_.row_at(s);
     if (r == row_index::npos || std::find(pinned.begin(), pinned.end(), r) != pinned.end()) continue;
-    if (slabs_.referenced(r)) {
-      slabs_.set_referenced(r, false);
+    if (index_.referenced(s)) {
+      index_.clear_referenced(s);
       continue;
     }
     uint64_t id = index_.id_at(s);
     index_.erase_slot(s);
-    hand_ = s;  // the entry shifted into s has not been looked at yet
+    hand_ = s;  // an entry shifted into s has not been looked at yet
     if (log_evictions_) evicted_log_.push_back(id);
     ++counters_.evictions;
     return r;
@@ -144,40 +149,64 @@ uint32_t embedding_table::admit(uint64_t id, uint64_t hash, bool sighting,
   index_.insert(id, hash, r);
   init_row(id, r);
   slabs_.set_changed(r, true);  // a new row belongs in the next incremental snapshot
-  slabs_.set_referenced(r, true);
   ++counters_.admissions;
   return r;
 }
 
 namespace {
 
-// Runs a batch through three stages, `distance` ids apart: hash the id and prefetch its index
-// slot; find (or admit) its row and prefetch the row; copy or step the row. So about 2*distance
-// random misses are in flight at any time. `resolve(j, hash, in_flight)` returns id j's row (npos:
-// none); the rows still in flight must not be evicted by it. `finish(k, row)` uses it.
-template <class Resolve, class Finish>
-void run_pipeline(std::span<const uint64_t> ids, size_t distance, const row_index& index,
-                  Resolve&& resolve, Finish&& finish) {
+// Runs a batch through four stages, `distance` ids apart: (1) hash the id and prefetch its home
+// bucket; (2) look in the home bucket: most ids are resolved there, and `resolve(j, hash, row,
+// in_flight)` finds (or admits) the row and prefetches it; ids that may live further on get the
+// next buckets prefetched instead; (3) those finish their index search and are resolved; (4)
+// `finish(k, row)` copies or steps the row. So the index's overflow never stalls the pipeline on
+// a cache miss. `row` given to resolve: the row found, or npos (absent); rows still in flight must
+// not be evicted by it.
+template <class Index, class Resolve, class Finish>
+void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, Resolve&& resolve,
+                  Finish&& finish) {
+  constexpr bool touch = !std::is_const_v<Index>;  // lookups and updates set the CLOCK bit
   assert(distance <= pipeline_max);
-  // A power-of-two ring (a mask, not a division) holding positions j-2d .. j; finished entries
-  // are reset to npos, so `in_flight` names exactly the rows still in flight.
+  // A power-of-two ring (a mask, not a division) holding positions j-3d .. j; finished entries
+  // are reset to npos, so `in_flight` names exactly the rows still in flight (`more` marks an id
+  // between stages 2 and 3, and is never a row).
   constexpr size_t ring = 4 * pipeline_max;
-  static_assert((ring & (ring - 1)) == 0 && ring > 2 * pipeline_max);
+  static_assert((ring & (ring - 1)) == 0 && ring > 3 * pipeline_max);
   uint64_t hashes[ring];
   uint32_t rows[ring];
   std::fill(rows, rows + ring, row_index::npos);
+  const std::span<const uint32_t> in_flight(rows, ring);
   const size_t n = ids.size();
-  for (size_t i = 0; i < n + 2 * distance; ++i) {
+  for (size_t i = 0; i < n + 3 * distance; ++i) {
     if (i < n) {
       hashes[i % ring] = row_index::hash_of(ids[i]);
       index.prefetch(hashes[i % ring]);
     }
     if (i >= distance && i - distance < n) {
       size_t j = i - distance;
-      rows[j % ring] = resolve(j, hashes[j % ring], std::span<const uint32_t>(rows, ring));
+      uint32_t r;
+      if constexpr (touch)
+        r = index.find_home_touch(ids[j], hashes[j % ring]);
+      else
+        r = index.find_home(ids[j], hashes[j % ring]);
+      if (r == row_index::more)
+        index.prefetch_beyond_home(hashes[j % ring]);
+      else
+        r = resolve(j, hashes[j % ring], r, in_flight);
+      rows[j % ring] = r;
     }
-    if (i >= 2 * distance) {
-      size_t k = i - 2 * distance;
+    if (i >= 2 * distance && i - 2 * distance < n && rows[(i - 2 * distance) % ring] == row_index::more) {
+      size_t j = i - 2 * distance;
+      rows[j % ring] = row_index::npos;
+      uint32_t r;
+      if constexpr (touch)
+        r = index.find_touch(ids[j], hashes[j % ring]);
+      else
+        r = index.find(ids[j], hashes[j % ring]);
+      rows[j % ring] = resolve(j, hashes[j % ring], r, in_flight);
+    }
+    if (i >= 3 * distance) {
+      size_t k = i - 3 * distance;
       finish(k, rows[k % ring]);
       rows[k % ring] = row_index::npos;  // done: no longer pinned
     }
@@ -188,7 +217,7 @@ void run_pipeline(std::span<const uint64_t> ids, size_t distance, const row_inde
 
 size_t embedding_table::pipeline_distance() const {
   if (options_.capacity == 0) return pipeline_max;
-  // At most 2*distance rows are in flight (pinned): leave most of a small table evictable.
+  // At most 3*distance rows are in flight (pinned): leave some of a small table evictable.
   return std::min<size_t>((options_.capacity - 1) / 4, pipeline_max);
 }
 
@@ -196,12 +225,8 @@ void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
   const size_t dim = layout_.dim;
   run_pipeline(
     ids, pipeline_distance(), index_,
-    [&](size_t j, uint64_t hash, std::span<const uint32_t> in_flight) {
-      uint32_t r = index_.find(ids[j], hash);
-      if (r == row_index::npos)
-        r = admit(ids[j], hash, true, in_flight);
-      else
-        slabs_.set_referenced(r, true);
+    [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
+      if (r == row_index::npos) r = admit(ids[j], hash, true, in_flight);
       if (r != row_index::npos) slabs_.prefetch(r);
       return r;
     },
@@ -220,8 +245,7 @@ void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
   const size_t dim = layout_.dim;
   run_pipeline(
     ids, pipeline_max, index_,
-    [&](size_t j, uint64_t hash, std::span<const uint32_t>) {
-      uint32_t r = index_.find(ids[j], hash);
+    [&](size_t, uint64_t, uint32_t r, std::span<const uint32_t>) {
       if (r != row_index::npos) slabs_.prefetch(r);
       return r;
     },
@@ -239,10 +263,12 @@ void embedding_table::update(std::span<const uint64_t> ids, const float* grads) 
   const bool create = options_.admission == admission_kind::all;
   run_pipeline(
     ids, pipeline_distance(), index_,
-    [&](size_t j, uint64_t hash, std::span<const uint32_t> in_flight) {
-      uint32_t r = index_.find(ids[j], hash);
+    [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
       if (r == row_index::npos && create) r = admit(ids[j], hash, false, in_flight);
-      if (r != row_index::npos) slabs_.prefetch(r);
+      if (r != row_index::npos) {
+        slabs_.prefetch(r);
+        slabs_.prefetch_changed(r);
+      }
       return r;
     },
     [&](size_t k, uint32_t r) {

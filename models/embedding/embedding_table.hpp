@@ -1,24 +1,27 @@
 // The embedding store of one shard: id -> row (weights + optimizer state together), with sparse
 // optimizers, a capacity bound with eviction, id admission, fp32 or fp16 weights and counters.
 //
-// Layout: rows live in slabs (row_slabs.hpp); a 12-byte-slot open-addressing index maps ids to
-// row numbers (row_index.hpp). At 10M rows of dim 16, fp32, row-wise Adagrad that is about 1.22x
-// the payload (68 bytes per row), against > 2x for a heap vector per row.
+// Layout: rows live in slabs (row_slabs.hpp); a bucketized index (one 64-byte line holds 5 ids,
+// their row numbers and CLOCK bits) maps ids to row numbers (row_index.hpp). At 10M rows of dim 16,
+// fp32, row-wise Adagrad that is about 1.24x the payload (68 bytes per row), against > 2x for a heap
+// vector per row.
 //
 // Eviction is CLOCK (second chance), not exact LRU: LRU needs a linked list through the rows
 // (8 more bytes per row with 32-bit links, and a write to two other rows on every hit), which
 // alone would spend half the memory budget, and its pointer chasing defeats the batched
-// prefetching. CLOCK needs one `referenced` bit per row, set on every hit; the hand sweeps the
-// index's slots, clears set bits and evicts the first row it finds clear.
+// prefetching. CLOCK needs one `referenced` bit per row, set on every hit (it lives in the index
+// bucket the lookup already holds, written only when not yet set); the hand sweeps the index's
+// slots, clears set bits and evicts the first row it finds clear.
 //
 // Admission: a lookup of an unseen id creates its row only when admitted (see embedding_options);
 // otherwise it reads as the initial row. An update of an absent id creates its row when
 // admission is `all` (and the table has room); otherwise the gradient is dropped and counted in
 // not_admitted_gradients, never lost silently.
 //
-// Batches run through a software pipeline: hash an id and prefetch its index slot, find its row
-// 16 ids later and prefetch the row, copy or step it 16 ids after that; rows in flight are never
-// eviction victims. Kernels (AVX2 or scalar) are chosen at run time.
+// Batches run through a software pipeline: hash an id and prefetch its home bucket, look there 16
+// ids later and prefetch the row (or, for the ~15% of ids that may live further on, prefetch the
+// next buckets and finish the search 16 ids later), copy or step the row 16 ids after that; rows
+// in flight are never eviction victims. Kernels (AVX2 or scalar) are chosen at run time.
 // Threading: not thread-safe: one owner (an embedding_shard actor, or the reference loop).
 #pragma once
 

@@ -21,7 +21,7 @@ void embedding_table::mark_snapshot(uint64_t sequence) {
 
 bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
   uint64_t hash = row_index::hash_of(id);
-  uint32_t r = index_.find(id, hash);
+  uint32_t r = index_.find_touch(id, hash);
   if (r == row_index::npos) {
     if (free_rows_.empty() && options_.capacity > 0 && rows_made_ >= options_.capacity) return false;
     r = allocate_row({});
@@ -29,7 +29,6 @@ bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
   }
   std::memcpy(slabs_.row(r), row, layout_.stride);
   slabs_.set_changed(r, true);
-  slabs_.set_referenced(r, true);
   return true;
 }
 

@@ -15,6 +15,19 @@ namespace satrap {
 
 constexpr size_t huge_page_bytes = size_t{2} << 20;
 
+// A software prefetch the optimiser keeps. GCC counts __builtin_prefetch as free of side effects,
+// so a small callback that only prefetches and returns its argument (the store's peek) was found
+// `const` and its call, prefetch and all, deleted: peek ran without row prefetches (measured: 134
+// against 81 ns per id for lookup). The empty volatile asm marks the call as doing something,
+// without a memory clobber (nothing is reloaded).
+inline void prefetch_line(const void* p, bool for_write = false) {
+  if (for_write)
+    __builtin_prefetch(p, 1);
+  else
+    __builtin_prefetch(p);
+  asm volatile("" : : "r"(p));
+}
+
 inline size_t huge_alloc_size(size_t bytes) {
   size_t align = bytes >= huge_page_bytes ? huge_page_bytes : 64;
   return (bytes + align - 1) / align * align;

@@ -1,4 +1,5 @@
 #include "models/embedding/pooling.hpp"
+#include "models/assert.hpp"
 
 #include <cassert>
 #include <cstring>
@@ -22,7 +23,7 @@ dedup_result dedup_ids(std::span<const uint64_t> ids) {
 
 void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
                   std::span<const uint32_t> inverse, const float* unique_rows, float* out) {
-  assert(!offsets.empty() && offsets.back() <= inverse.size());
+  SATRAP_ASSERT(!offsets.empty() && offsets.back() <= inverse.size());
   size_t bags = offsets.size() - 1;
   for (size_t b = 0; b < bags; ++b) {
     float* o = out + b * dim;
@@ -41,7 +42,7 @@ void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
 
 void pool_backward(pooling mode, int dim, std::span<const uint32_t> offsets,
                    std::span<const uint32_t> inverse, const float* grad_out, float* grad_unique) {
-  assert(!offsets.empty() && offsets.back() <= inverse.size());
+  SATRAP_ASSERT(!offsets.empty() && offsets.back() <= inverse.size());
   size_t bags = offsets.size() - 1;
   for (size_t b = 0; b < bags; ++b) {
     const float* g = grad_out + b * dim;

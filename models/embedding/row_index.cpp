@@ -5,82 +5,110 @@
 
 namespace satrap {
 
-row_index::row_index(size_t expected_rows) { rehash(slots_for(expected_rows)); }
+row_index::row_index(size_t expected_rows) { rehash(buckets_for(expected_rows)); }
 
-size_t row_index::slots_for(size_t rows) const {
-  return std::max<size_t>(16, static_cast<size_t>(std::ceil(static_cast<double>(rows) / max_load)) + 1);
+size_t row_index::buckets_for(size_t rows) const {
+  return std::max<size_t>(4, static_cast<size_t>(std::ceil(static_cast<double>(rows) / (max_load * lanes))));
 }
 
-void row_index::rehash(size_t slots) {
-  auto old = std::move(slots_);
-  size_t old_n = slots_n_;
-  slots_ = std::unique_ptr<slot[], slots_free>(static_cast<slot*>(huge_alloc(slots * sizeof(slot))),
-                                                slots_free{slots * sizeof(slot)});
-  slots_n_ = slots;
-  for (size_t i = 0; i < slots; ++i) slots_[i].row = npos;
-  size_ = 0;
-  for (size_t i = 0; i < old_n; ++i)
-    if (old[i].row != npos) insert(old[i].id(), hash_of(old[i].id()), old[i].row);
+void row_index::rehash(size_t buckets) {
+  auto old = std::move(buckets_);
+  size_t old_n = buckets_n_;
+  buckets_ = std::unique_ptr<bucket[], buckets_free>(
+    static_cast<bucket*>(huge_alloc(buckets * sizeof(bucket))), buckets_free{buckets * sizeof(bucket)});
+  buckets_n_ = buckets;
+  clear();
+  for (size_t b = 0; b < old_n; ++b)
+    for (size_t i = 0; i < lanes; ++i)
+      if (old[b].used & (1u << i))
+        insert(old[b].id[i], hash_of(old[b].id[i]), old[b].row[i], (old[b].ref >> i) & 1);
 }
 
 void row_index::reserve(size_t rows) {
-  if (slots_for(rows) > slots_n_) rehash(slots_for(rows));
+  if (buckets_for(rows) > buckets_n_) rehash(buckets_for(rows));
 }
 
 void row_index::clear() {
-  for (size_t i = 0; i < slots_n_; ++i) slots_[i].row = npos;
+  for (size_t b = 0; b < buckets_n_; ++b) {
+    bucket& k = buckets_[b];
+    for (size_t i = 0; i < lanes; ++i) {
+      k.id[i] = 0;
+      k.row[i] = npos;
+    }
+    k.used = 0;
+    k.ref = 0;
+    k.overflow = 0;
+  }
   size_ = 0;
 }
 
-uint32_t row_index::find(uint64_t id, uint64_t hash) const {
-  auto lo = static_cast<uint32_t>(id), hi = static_cast<uint32_t>(id >> 32);
-  for (size_t i = home_of(hash);; i = i + 1 == slots_n_ ? 0 : i + 1) {
-    const slot& s = slots_[i];
-    if (s.row == npos) return npos;
-    if (s.id_lo == lo && s.id_hi == hi) return s.row;
-  }
-}
-
-void row_index::insert(uint64_t id, uint64_t hash, uint32_t row) {
+void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced) {
   assert(row != npos);
-  if (static_cast<double>(size_ + 1) > max_load * static_cast<double>(slots_n_)) {
-    rehash(slots_n_ + slots_n_ / 2);
+  assert(find(id, hash) == npos);
+  if (static_cast<double>(size_ + 1) > max_load * static_cast<double>(slots())) {
+    rehash(buckets_n_ + buckets_n_ / 2);
   }
-  size_t i = home_of(hash);
-  while (slots_[i].row != npos) {
-    assert(slots_[i].id() != id);
-    i = i + 1 == slots_n_ ? 0 : i + 1;
+  size_t b = home_of(hash);
+  while (buckets_[b].used == full) {
+    if (buckets_[b].overflow != 0xffff) ++buckets_[b].overflow;
+    b = next(b);
   }
-  slots_[i] = slot{static_cast<uint32_t>(id), static_cast<uint32_t>(id >> 32), row};
+  bucket& k = buckets_[b];
+  auto lane = static_cast<size_t>(__builtin_ctz(~k.used & full));
+  k.id[lane] = id;
+  k.row[lane] = row;
+  k.used = static_cast<uint8_t>(k.used | (1u << lane));
+  k.ref = static_cast<uint8_t>((k.ref & ~(1u << lane)) | (static_cast<unsigned>(referenced) << lane));
   ++size_;
 }
 
-void row_index::erase_slot(size_t hole) {
-  assert(hole < slots_n_ && slots_[hole].row != npos);
-  // Backward-shift deletion: move every later entry of the run whose home is not in (hole, j]
-  // into the hole, so lookups never need tombstones.
-  size_t j = hole;
-  for (;;) {
-    j = j + 1 == slots_n_ ? 0 : j + 1;
-    if (slots_[j].row == npos) break;
-    size_t home = home_of(hash_of(slots_[j].id()));
-    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-    if (stays) continue;
-    slots_[hole] = slots_[j];
-    hole = j;
-  }
-  slots_[hole].row = npos;
+void row_index::erase_slot(size_t slot) {
+  size_t h = slot / lanes, lane = slot % lanes;
+  assert(h < buckets_n_ && (buckets_[h].used & (1u << lane)));
+  for (size_t p = home_of(hash_of(buckets_[h].id[lane])); p != h; p = next(p)) unpass(p);
+  buckets_[h].used = static_cast<uint8_t>(buckets_[h].used & ~(1u << lane));
+  buckets_[h].row[lane] = npos;
   --size_;
+  // Backward shift: while entries beyond pass the bucket with the hole, move the nearest one
+  // into it; its old lane becomes the hole. This keeps every bucket on an entry's probe path
+  // full, so probe paths stay as short as right after insertion (a table under CLOCK churn would
+  // otherwise collect paths through half-empty buckets, as tombstones do).
+  auto dist = [&](size_t a, size_t b) { return b >= a ? b - a : b + buckets_n_ - a; };
+  while (buckets_[h].overflow != 0) {
+    bool moved = false;
+    size_t j = next(h);
+    for (size_t steps = 1; steps < buckets_n_ && !moved; ++steps, j = next(j)) {
+      bucket& q = buckets_[j];
+      for (size_t i = 0; i < lanes && !moved; ++i) {
+        if (!(q.used & (1u << i))) continue;
+        size_t home = home_of(hash_of(q.id[i]));
+        if (dist(home, h) >= dist(home, j)) continue;  // its path does not pass h
+        bucket& k = buckets_[h];
+        k.id[lane] = q.id[i];
+        k.row[lane] = q.row[i];
+        k.used = static_cast<uint8_t>(k.used | (1u << lane));
+        k.ref = static_cast<uint8_t>((k.ref & ~(1u << lane)) | (((q.ref >> i) & 1u) << lane));
+        for (size_t p = h; p != j; p = next(p)) unpass(p);
+        q.used = static_cast<uint8_t>(q.used & ~(1u << i));
+        q.row[i] = npos;
+        h = j;
+        lane = i;
+        moved = true;
+      }
+      if (q.used != full && !moved) break;  // no entry passes a bucket with room
+    }
+    if (!moved) break;  // only with a saturated count
+  }
 }
 
 bool row_index::erase(uint64_t id) {
-  auto lo = static_cast<uint32_t>(id), hi = static_cast<uint32_t>(id >> 32);
-  for (size_t i = home_of(hash_of(id));; i = i + 1 == slots_n_ ? 0 : i + 1) {
-    if (slots_[i].row == npos) return false;
-    if (slots_[i].id_lo == lo && slots_[i].id_hi == hi) {
-      erase_slot(i);
+  for (size_t b = home_of(hash_of(id));; b = next(b)) {
+    const bucket& k = buckets_[b];
+    if (uint32_t m = k.match(id)) {
+      erase_slot(b * lanes + static_cast<size_t>(__builtin_ctz(m)));
       return true;
     }
+    if (k.overflow == 0) return false;
   }
 }
 

@@ -1,12 +1,19 @@
-// The store's index: an open-addressing hash table from 64-bit id to 32-bit row number.
+// The store's index: a bucketized hash table from 64-bit id to 32-bit row number.
 //
-// Why this shape: the index is pure overhead on top of the rows, so it must be small. A slot is
-// 12 bytes (the id split in two 32-bit halves, and the row), packed, with no pointers, no per-entry
-// allocation and no tombstones (erase shifts the probe run back). The slot count need not be a
-// power of two (home = (hash * slots) >> 64), so a table sized for its capacity holds up to
-// max_load = 0.8 of it: 15 bytes per row at worst when full, about 1/4.5 of a dim-16 fp32 row with
-// row-wise Adagrad. The slots sit on huge pages (huge_pages.hpp). Linear probing keeps a lookup to one or two cache lines, which the batched
-// callers prefetch.
+// Why this shape: a lookup at the memory limit may afford about one random cache line for the
+// index, so a bucket IS one cache line: 5 ids, their 5 rows, an occupancy mask and an overflow
+// count, 64 bytes aligned to 64 (the table sits on huge pages, huge_pages.hpp). A lookup hashes
+// the id to its home bucket (home = (hash * buckets) >> 64, no power of two needed), compares the
+// id against the occupied lanes and is done: at the default fill about 85% of ids live in their
+// home bucket, the rest in the next few (linear probing over buckets). The overflow count of a
+// bucket says how many entries probed past it, so a lookup of an absent id stops at the first
+// bucket whose count is 0. Erase needs no tombstones: it walks the path from the entry's home
+// decrementing the counts (as F14 does), then shifts later entries whose path passes the hole back
+// into it, so every bucket on a probe path stays full (CLOCK churn would otherwise let paths grow
+// without bound). Empty lanes keep row npos.
+// Bytes per row: 64 / 5 / max_load = 15 at max_load 0.85, as the previous 12-byte slots at 0.8
+// (measured in tests/bench/README.md: the lookup touches one line instead of one to three).
+// Sweeps (CLOCK, snapshots) see the buckets as `slots()` numbered lanes, 5 per bucket.
 // Threading: not thread-safe; one owner.
 #pragma once
 
@@ -22,53 +29,106 @@ namespace satrap {
 class row_index {
  public:
   static constexpr uint32_t npos = UINT32_MAX;
-  static constexpr double max_load = 0.8;
+  static constexpr uint32_t more = UINT32_MAX - 1;  // find_home: look further (find)
+  static constexpr double max_load = 0.85;
+  static constexpr size_t lanes = 5;  // entries per bucket (one cache line)
 
   explicit row_index(size_t expected_rows = 0);
 
   static uint64_t hash_of(uint64_t id) { return mix64(id ^ 0x2545f4914f6cdd1dULL); }
   size_t home_of(uint64_t hash) const {
-    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * slots_n_) >> 64);
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * buckets_n_) >> 64);
   }
-  void prefetch(uint64_t hash) const {  // the home slot and the next (a slot may straddle lines)
-    const auto* p = reinterpret_cast<const char*>(&slots_[home_of(hash)]);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 2 * sizeof(slot) - 1);
-  }
+  void prefetch(uint64_t hash) const { prefetch_line(&buckets_[home_of(hash)]); }
 
-  uint32_t find(uint64_t id, uint64_t hash) const;  // npos when absent
+  uint32_t find(uint64_t id, uint64_t hash) const {  // npos when absent
+    for (size_t b = home_of(hash);; b = next(b)) {
+      const bucket& k = buckets_[b];
+      if (uint32_t m = k.match(id)) return k.row[__builtin_ctz(m)];
+      if (k.overflow == 0) return npos;
+    }
+  }
   uint32_t find(uint64_t id) const { return find(id, hash_of(id)); }
-  // Inserts (id -> row); id must be absent. Grows when past max_load.
-  void insert(uint64_t id, uint64_t hash, uint32_t row);
-  // Removes the entry in `slot` (its probe run shifts back into place).
+  // find, and sets the entry's `referenced` bit (CLOCK) when found.
+  uint32_t find_touch(uint64_t id, uint64_t hash) {
+    for (size_t b = home_of(hash);; b = next(b)) {
+      bucket& k = buckets_[b];
+      if (uint32_t m = k.match(id)) return k.touch(m);
+      if (k.overflow == 0) return npos;
+    }
+  }
+  // The home bucket only: the row, npos when absent, or `more` when the id may live in a later
+  // bucket; then prefetch_beyond_home and call find later (a pipeline does not wait on it).
+  uint32_t find_home(uint64_t id, uint64_t hash) const {
+    const bucket& k = buckets_[home_of(hash)];
+    if (uint32_t m = k.match(id)) return k.row[__builtin_ctz(m)];
+    return k.overflow == 0 ? npos : more;
+  }
+  uint32_t find_home_touch(uint64_t id, uint64_t hash) {  // and sets `referenced` when found
+    bucket& k = buckets_[home_of(hash)];
+    if (uint32_t m = k.match(id)) return k.touch(m);
+    return k.overflow == 0 ? npos : more;
+  }
+  void prefetch_beyond_home(uint64_t hash) const {  // the next two buckets (most overflow is there)
+    size_t b = next(home_of(hash));
+    prefetch_line(&buckets_[b]);
+    prefetch_line(&buckets_[next(b)]);
+  }
+  // Inserts (id -> row), referenced; id must be absent. Grows when past max_load.
+  void insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced = true);
+  // Removes the entry in lane `slot`; entries of later lanes may move back into it.
   void erase_slot(size_t slot);
   bool erase(uint64_t id);  // false when absent
   void reserve(size_t rows);
   void clear();
 
   size_t size() const { return size_; }
-  size_t slots() const { return slots_n_; }
-  size_t bytes() const { return huge_alloc_size(slots_n_ * sizeof(slot)); }
-  // Slot access for sweeps (CLOCK, snapshots): npos row = empty.
-  uint32_t row_at(size_t slot) const { return slots_[slot].row; }
-  uint64_t id_at(size_t slot) const { return slots_[slot].id(); }
+  size_t slots() const { return buckets_n_ * lanes; }
+  size_t bytes() const { return huge_alloc_size(buckets_n_ * sizeof(bucket)); }
+  // Lane access for sweeps (CLOCK, snapshots): npos row = empty.
+  uint32_t row_at(size_t slot) const { return buckets_[slot / lanes].row[slot % lanes]; }
+  uint64_t id_at(size_t slot) const { return buckets_[slot / lanes].id[slot % lanes]; }
+  // The CLOCK bit of a lane, beside its entry: a hit sets it in the line the lookup already holds.
+  bool referenced(size_t slot) const { return (buckets_[slot / lanes].ref >> (slot % lanes)) & 1; }
+  void clear_referenced(size_t slot) {
+    buckets_[slot / lanes].ref = static_cast<uint8_t>(buckets_[slot / lanes].ref & ~(1u << (slot % lanes)));
+  }
 
  private:
-  struct slot {
-    uint32_t id_lo, id_hi, row;
-    uint64_t id() const { return (static_cast<uint64_t>(id_hi) << 32) | id_lo; }
+  struct alignas(64) bucket {
+    uint64_t id[lanes];
+    uint32_t row[lanes];
+    uint8_t used;       // bit i: lane i holds an entry
+    uint8_t ref;        // bit i: lane i referenced since the CLOCK hand last passed
+    uint16_t overflow;  // entries whose probe passed this bucket (saturates at 0xffff, then stays)
+    // Bit i set when lane i is occupied by `id_`. Branch-free; compilers vectorise the compares.
+    uint32_t match(uint64_t id_) const {
+      uint32_t m = 0;
+      for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>(id[i] == id_) << i;
+      return m & used;
+    }
+    uint32_t touch(uint32_t m) {  // the row of match m, marked referenced (written only if not yet)
+      auto lane = static_cast<unsigned>(__builtin_ctz(m));
+      if (!((ref >> lane) & 1)) ref = static_cast<uint8_t>(ref | (1u << lane));
+      return row[lane];
+    }
   };
-  static_assert(sizeof(slot) == 12);
+  static_assert(sizeof(bucket) == 64);
+  static constexpr uint8_t full = (1u << lanes) - 1;
 
-  size_t slots_for(size_t rows) const;
-  void rehash(size_t slots);
+  size_t next(size_t b) const { return b + 1 == buckets_n_ ? 0 : b + 1; }
+  void unpass(size_t b) {
+    if (buckets_[b].overflow != 0xffff) --buckets_[b].overflow;
+  }
+  size_t buckets_for(size_t rows) const;
+  void rehash(size_t buckets);
 
-  struct slots_free {
+  struct buckets_free {
     size_t bytes;  // no initializer: the enclosing class uses it before it is complete
-    void operator()(slot* p) const { huge_free(p, bytes); }
+    void operator()(bucket* p) const { huge_free(p, bytes); }
   };
-  std::unique_ptr<slot[], slots_free> slots_;
-  size_t slots_n_ = 0;
+  std::unique_ptr<bucket[], buckets_free> buckets_;
+  size_t buckets_n_ = 0;
   size_t size_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // Rows in large contiguous slabs: row r lives at slab r / rows_per_slab, so a row costs its bytes
 // and nothing else (no heap allocation per row, no pointer per row), and row numbers stay stable
-// while the store grows. Two bits per row ride beside the slabs: `referenced` (CLOCK) and
-// `changed` (since the last snapshot). Slabs are up to 8 MiB on huge pages (huge_pages.hpp), so a
+// while the store grows. One bit per row rides beside the slabs: `changed` (since the last
+// snapshot); the CLOCK bit lives beside the id in the index bucket (row_index.hpp). Slabs are up to 8 MiB on huge pages (huge_pages.hpp), so a
 // slab holds a row count that is not a power of two; row -> slab divides by a precomputed
 // reciprocal. Threading: not thread-safe; one owner.
 #pragma once
@@ -36,13 +36,11 @@ class row_slabs {
   void ensure(size_t rows) {
     while (slabs_.size() * per_slab_ < rows) {
       slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)), slab_free{per_slab_ * stride_});
-      referenced_.resize(slabs_.size() * per_slab_ / 64, 0);
       changed_.resize(slabs_.size() * per_slab_ / 64, 0);
     }
   }
   void release() {
     slabs_.clear();
-    referenced_.clear();
     changed_.clear();
   }
 
@@ -56,21 +54,20 @@ class row_slabs {
   }
   void prefetch(uint32_t r) const {
     const auto* p = row(r);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + stride_ - 1);  // a row may straddle two cache lines
+    prefetch_line(p);
+    prefetch_line(p + stride_ - 1);  // a row may straddle two cache lines
   }
 
-  bool referenced(uint32_t r) const { return (referenced_[r / 64] >> (r % 64)) & 1; }
-  void set_referenced(uint32_t r, bool on) { set_bit(referenced_, r, on); }
   bool changed(uint32_t r) const { return (changed_[r / 64] >> (r % 64)) & 1; }
   void set_changed(uint32_t r, bool on) { set_bit(changed_, r, on); }
+  void prefetch_changed(uint32_t r) const { prefetch_line(&changed_[r / 64], true); }
   void clear_changed() { std::fill(changed_.begin(), changed_.end(), 0); }
 
   size_t stride() const { return stride_; }
   size_t capacity_rows() const { return slabs_.size() * per_slab_; }
   size_t bytes() const {
     return slabs_.size() * huge_alloc_size(per_slab_ * stride_)
-           + (referenced_.capacity() + changed_.capacity()) * 8;
+           + changed_.capacity() * 8;
   }
 
  private:
@@ -90,7 +87,7 @@ class row_slabs {
   size_t stride_, per_slab_;
   uint64_t inverse_;  // 2^64 / per_slab_, rounded up
   std::vector<std::unique_ptr<std::byte, slab_free>> slabs_;
-  std::vector<uint64_t> referenced_, changed_;
+  std::vector<uint64_t> changed_;
 };
 
 }  // namespace satrap

@@ -1,4 +1,5 @@
 #include "models/embedding/snapshot_file.hpp"
+#include "models/assert.hpp"
 
 #include <cassert>
 #include <cerrno>
@@ -29,7 +30,7 @@ std::string hex(uint64_t x) {
 }  // namespace
 
 void checksum64::add(const void* data, size_t bytes) {
-  assert(bytes % 8 == 0);
+  SATRAP_ASSERT(bytes % 8 == 0);
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < bytes; i += 8) {
     uint64_t w;

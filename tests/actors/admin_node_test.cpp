@@ -87,14 +87,17 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto admin = spawn_admin(sys, admin_config{m, "v", "token", dir.path.string()});
+  admin_config ac{m, "v", "token", dir.path.string(), {}, {}};
+  ac.node_tokens["n0"] = "node-token";
+  auto admin = spawn_admin(sys, ac);
   auto agent = spawn_node_agent(sys, {"n0"});
   self->request(admin, std::chrono::seconds(10), register_atom::value,
-                node_info{"t", "v", "n0", agent})
+                node_info{"t", "v", "n0", agent, "node-token"})
     .receive([](std::string&) {}, [](caf::error& e) { FAIL(error_text(e)); });
   job_record got;
   for (int i = 0; i < 100 && !job_state_final(got.state); ++i) {
-    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("j1"))
+    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("token"),
+                  std::string("j1"))
       .receive([&](job_record& r) { got = r; }, [](caf::error& e) { FAIL(error_text(e)); });
     if (!job_state_final(got.state))
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -117,11 +120,19 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
              + std::to_string(10 + i % 7) + ":1\n";
   std::ofstream(dir.path / "train.libsvm") << lines;
   std::ofstream(dir.path / "test.libsvm") << lines;
-  auto job_yaml = [&](const std::string& name) {
+  auto raw_yaml = [&](const std::string& name) {
     return "name: " + name + "\ndata:\n  source: libsvm\n  train_files: [" + (dir.path / "train.libsvm").string()
            + "]\n  test_files: [" + (dir.path / "test.libsvm").string() + "]\n  field_starts: [0, 10]\n"
            + "  cache_dir: " + (dir.path / ("cache-" + name)).string()
            + "\ntraining: {batch_size: 16, train_batches: 4, test_batches: 1}\n";
+  };
+  auto job_yaml = [&](const std::string& name) {  // as it crosses the wire: job_spec_to_yaml
+    auto spec = job_spec_defaults();
+    auto err = job_spec_load_text(raw_yaml(name), "job", spec);
+    if (!err)
+      err = job_spec_finalize(spec);
+    REQUIRE_MESSAGE(!err, error_text(err));
+    return job_spec_to_yaml(spec);
   };
   auto mapped = [](const std::string& what) {
     return read_all("/proc/self/maps").find(what) != std::string::npos;

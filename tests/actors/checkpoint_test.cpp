@@ -11,7 +11,9 @@
 #include <cblas.h>
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <functional>
 #include <fstream>
 #include <unistd.h>
@@ -89,6 +91,7 @@ node_agent_actor spawn_recording_agent(caf::actor_system& sys,
           progress_sink_actor& p) {
         return self->delegate(real, a, r, y, i, std::move(l), std::move(g), std::move(p));
       },
+      [=](head_atom a, const caf::node_id& head) { self->send(real, a, head); },
     };
   });
 }
@@ -214,6 +217,31 @@ TEST_CASE("a damaged dense state is refused with the file named") {
   REQUIRE(!dense);
   CHECK(error_text(dense.error()).find("checksum") != std::string::npos);
   CHECK(error_text(dense.error()).find((*latest)->dense_file) != std::string::npos);
+}
+
+TEST_CASE("a checkpoint manifest naming a dense file outside its folder is refused") {
+  temp_dir tmp;
+  auto dir = tmp.path.string();
+  REQUIRE(run(ckpt_job(dir)));
+  auto latest = checkpoint_latest(dir);
+  REQUIRE(latest);
+  REQUIRE(latest->has_value());
+  char name[64];
+  std::snprintf(name, sizeof name, "checkpoint-%08llu.json",
+                static_cast<unsigned long long>((*latest)->sequence));
+  std::string text;
+  {
+    std::ifstream in(tmp.path / name);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto at = text.find((*latest)->dense_file);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, (*latest)->dense_file.size(), "../../elsewhere.bin");
+  std::ofstream(tmp.path / name) << text;
+  auto refused = checkpoint_latest(dir);
+  REQUIRE(!refused);
+  CHECK(error_text(refused.error()).find("dense_file '../../elsewhere.bin' is not a file name")
+        != std::string::npos);
 }
 
 TEST_CASE("restart intensity: at most R restarts within any window of T") {

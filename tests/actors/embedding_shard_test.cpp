@@ -88,6 +88,10 @@ TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are re
   capnp::MallocMessageBuilder mb;
   auto g = mb.initRoot<schema::PooledGradients>();
   g.setBatch(77);
+  g.setSize(1);
+  g.setSlots(1);
+  g.setDim(2);
+  g.setValues(data_of(std::vector<float>{1.0f, 2.0f}));
   self->request(agg, std::chrono::seconds(10), grads_atom::value, payload_encode(mb))
     .receive([&](int64_t) { FAIL("accepted gradients of an unknown batch"); },
              [&](caf::error& e) {
@@ -123,4 +127,84 @@ TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request wi
                CHECK(error_text(e).find("embedding lookup on shard 0 failed") != std::string::npos);
              });
   self->send_exit(agg, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "shard: a malformed lookup or update is answered with an error") {
+  embedding_shard_config c;
+  c.embedding.dim = 2;
+  auto shard = spawn_embedding_shard(sys, c);
+  capnp::MallocMessageBuilder mb;
+  mb.initRoot<schema::LookupRequest>().initIds(12);  // 1.5 ids
+  self->request(shard, std::chrono::seconds(10), lookup_atom::value, payload_encode(mb))
+    .receive([&](capnp_payload&) { FAIL("a lookup of 12 id bytes was answered with rows"); },
+             [&](caf::error& e) {
+               CHECK(e.code() == static_cast<uint8_t>(errc::invalid_payload));
+               CHECK(error_text(e).find("ids has 12 bytes") != std::string::npos);
+             });
+  self->request(shard, std::chrono::seconds(10), update_atom::value,
+                gradients({12, 13}, {1.0f, -2.0f, 3.0f}, 2))  // 3 floats for 2 ids of dim 2
+    .receive([&](int64_t) { FAIL("a short gradient was applied"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("grads has 3 values, expected 4") != std::string::npos);
+             });
+  self->request(shard, std::chrono::seconds(10), update_atom::value,
+                gradients({12}, {1.0f, -2.0f, 3.0f}, 3))  // dim 3 into a table of dim 2
+    .receive([&](int64_t) { FAIL("a gradient of another dim was applied"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("dim is 3, expected 2") != std::string::npos);
+             });
+  // Still serving: the bad requests changed nothing.
+  self->request(shard, std::chrono::seconds(10), stats_atom::value)
+    .receive([&](const shard_stats& s) { CHECK(s.updates == 0); },
+             [&](caf::error& e) { FAIL(error_text(e)); });
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "aggregator: malformed ids fail the pooled request, bad gradients are refused") {
+  gradient_aggregator_config c;
+  c.dim = 2;
+  embedding_shard_config sc;
+  sc.embedding.dim = 2;
+  c.shards.push_back(spawn_embedding_shard(sys, sc));
+  c.partitions = partition_map::uniform(16, 1);
+  auto agg = spawn_gradient_aggregator(sys, c);
+  // A good batch 1: 1 sample, 2 slots.
+  capnp::MallocMessageBuilder ib;
+  auto ids = ib.initRoot<schema::IdBatch>();
+  ids.setBatch(1);
+  ids.setSize(1);
+  ids.setSlots(2);
+  ids.setOffsets(data_of(std::vector<uint32_t>{0, 1, 2}));
+  ids.setIds(data_of(std::vector<uint64_t>{5, 6}));
+  self->send(agg, ids_atom::value, payload_encode(ib));
+  self->request(agg, std::chrono::seconds(10), pooled_atom::value, int64_t{1}, int8_t{0})
+    .receive([&](capnp_payload&) {}, [&](caf::error& e) { FAIL(error_text(e)); });
+  // Gradients of the wrong shape (3 slots) are refused; the batch waits for good ones.
+  capnp::MallocMessageBuilder gb;
+  auto g = gb.initRoot<schema::PooledGradients>();
+  g.setBatch(1);
+  g.setSize(1);
+  g.setSlots(3);
+  g.setDim(2);
+  g.setValues(data_of(std::vector<float>(6, 0.5f)));
+  self->request(agg, std::chrono::seconds(10), grads_atom::value, payload_encode(gb))
+    .receive([&](int64_t) { FAIL("gradients of 3 slots accepted for a batch of 2"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("slots is 3, expected 2") != std::string::npos);
+             });
+  g.setSlots(2);
+  g.setValues(data_of(std::vector<float>(4, 0.5f)));
+  self->request(agg, std::chrono::seconds(10), grads_atom::value, payload_encode(gb))
+    .receive([&](int64_t rows) { CHECK(rows == 2); }, [&](caf::error& e) { FAIL(error_text(e)); });
+  // An id batch whose offsets go down poisons the aggregator: pooled requests get the reason.
+  ids.setBatch(2);
+  ids.setOffsets(data_of(std::vector<uint32_t>{0, 2, 1}));
+  self->send(agg, ids_atom::value, payload_encode(ib));
+  self->request(agg, std::chrono::seconds(10), pooled_atom::value, int64_t{2}, int8_t{0})
+    .receive([&](capnp_payload&) { FAIL("pooled embeddings of a malformed batch"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("offsets go down at bag 1") != std::string::npos);
+             });
+  self->send_exit(agg, caf::exit_reason::user_shutdown);
+  self->send_exit(c.shards[0], caf::exit_reason::user_shutdown);
 }

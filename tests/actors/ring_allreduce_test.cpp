@@ -1,5 +1,6 @@
 // The ring all-reduce state machine, driven by hand: sums are right and bit-identical on every rank.
 #include "actors/dense_trainer/ring_allreduce.hpp"
+#include "runtime/error.hpp"
 
 #include <doctest/doctest.h>
 
@@ -35,7 +36,9 @@ std::vector<std::vector<float>> reduce(int world, size_t n, uint64_t seed) {
       break;
     auto r = ready[rng() % ready.size()];
     capnp_payload out;
-    if (rings[r].receive(links[r].front(), out))
+    auto more = rings[r].receive(links[r].front(), out);
+    REQUIRE(more);
+    if (*more)
       links[(r + 1) % links.size()].push_back(std::move(out));
     links[r].pop_front();
   }
@@ -67,4 +70,32 @@ TEST_CASE("ring all-reduce sums and every replica holds identical bits") {
               == 0);
     }
   }
+}
+
+TEST_CASE("ring all-reduce refuses a chunk it does not expect and sums nothing") {
+  std::vector<float> a(10, 1.0f), b(10, 2.0f);
+  ring_allreduce r0(0, 2), r1(1, 2);
+  auto from0 = r0.start(5, a);
+  (void)r0;
+  r1.start(5, b);
+  // r1 expects chunk 0 of step 5 from r0; r0's first chunk of step 5 is right, but a chunk of
+  // another step (or length) is an error.
+  ring_allreduce other(0, 2);
+  std::vector<float> c(10, 3.0f);
+  auto wrong_step = other.start(6, c);
+  capnp_payload out;
+  auto refused = r1.receive(wrong_step, out);
+  REQUIRE(!refused);
+  CHECK(error_text(refused.error()).find("step is 6, expected 5") != std::string::npos);
+  CHECK(b[0] == 2.0f);
+  std::vector<float> shorter(8, 3.0f);
+  ring_allreduce other2(0, 2);
+  auto wrong_length = other2.start(5, shorter);
+  refused = r1.receive(wrong_length, out);
+  REQUIRE(!refused);
+  CHECK(error_text(refused.error()).find("values has 4 values, expected 5") != std::string::npos);
+  auto ok = r1.receive(from0, out);
+  REQUIRE(ok);
+  CHECK(*ok);
+  CHECK(b[0] == 3.0f);
 }

@@ -1,10 +1,14 @@
 // Benchmark of the embedding store (issue 3): lookups/s and updates/s as a fraction of a flat
 // array's gather / scatter of the same ids (the memory limit: no index at all), bytes per row
-// relative to the payload, and the same figures for std::unordered_map as a floor.
+// relative to the payload, and the same figures for std::unordered_map and absl::flat_hash_map
+// (a Swiss table: the strongest general-purpose hash map at hand) as baselines the store must beat.
 //
 // Defaults: 10M rows, dim 16, fp32, row-wise Adagrad (payload 68 bytes per row), Zipf(1.1) ids
 // (ranks scattered over the id space) in batches of 65,536 distinct ids (the shard sees de-duplicated
-// ids). The three stores run interleaved, rep after rep; figures are medians over reps.
+// ids). The four stores run interleaved, rep after rep; figures are medians over reps. Each phase is
+// timed twice: wall clock (the `*_ratio` keys) and this thread's CPU time (the `cpu_*` keys), which
+// leaves out the time other processes hold the core: on a shared, loaded machine the CPU-time
+// ratios are the steadier ones.
 // Usage: embedding_store_bench [rows] [batches] [reps] [simd: auto|scalar]
 // Last line: key=value pairs, among them lookup_ratio=, update_ratio=, bytes_ratio=.
 #include "models/embedding/embedding_table.hpp"
@@ -20,6 +24,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <time.h>
+
+#ifdef SATRAP_BENCH_ABSL
+#include <absl/container/flat_hash_map.h>
+#endif
+
 using namespace satrap;
 
 namespace {
@@ -30,6 +40,12 @@ constexpr size_t row_floats = dim + 1;  // weights + the row-wise Adagrad accumu
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double cpu_s() {  // this thread's CPU time
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Resident bytes of the process: what the allocations really cost in memory.
@@ -75,7 +91,7 @@ std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, uin
 }
 
 struct timing {
-  std::vector<double> lookup_s, update_s;
+  std::vector<double> lookup_s, update_s, lookup_cpu_s, update_cpu_s;
 };
 
 // The flat array gets huge pages too, as the store's slabs do: the ratio then measures the index
@@ -103,8 +119,9 @@ struct row_struct {
   float v[row_floats];
 };
 
+template <class Map>
 struct map_store {
-  std::unordered_map<uint64_t, row_struct> map;
+  Map map;
   const sparse_kernels* k;
   step_params p;
   void lookup(const std::vector<uint64_t>& ids, float* out) const {
@@ -121,16 +138,18 @@ struct map_store {
 template <class S>
 void run_once(S& s, const std::vector<std::vector<uint64_t>>& batches, const std::vector<float>& g,
               std::vector<float>& out, timing& t, double& checksum) {
-  double t0 = now_s();
+  double t0 = now_s(), c0 = cpu_s();
   for (auto& b : batches) {
     s.lookup(b, out.data());
     checksum += out[7];
   }
-  double t1 = now_s();
+  double t1 = now_s(), c1 = cpu_s();
   for (auto& b : batches) s.update(b, g.data());
-  double t2 = now_s();
+  double t2 = now_s(), c2 = cpu_s();
   t.lookup_s.push_back(t1 - t0);
   t.update_s.push_back(t2 - t1);
+  t.lookup_cpu_s.push_back(c1 - c0);
+  t.update_cpu_s.push_back(c2 - c1);
 }
 
 }  // namespace
@@ -172,51 +191,82 @@ int main(int argc, char** argv) {
   flat_store flat(rows, &sparse_kernels_select(o.simd), step_params::of(o));
   for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, &flat.rows[r * row_floats]);
 
-  size_t h1 = resident_bytes();
-  t0 = now_s();
-  map_store umap{{}, flat.k, flat.p};
-  umap.map.reserve(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    row_struct rs{};
-    embedding_init_row(o, r, rs.v);
-    umap.map.emplace(r, rs);
-  }
-  double fill_map = now_s() - t0;
-  size_t map_rss = resident_bytes() - h1;
+  auto fill_map = [&](auto& m, double& seconds) {
+    size_t before = resident_bytes();
+    double start = now_s();
+    m.map.reserve(rows);
+    for (size_t r = 0; r < rows; ++r) {
+      row_struct rs{};
+      embedding_init_row(o, r, rs.v);
+      m.map.emplace(r, rs);
+    }
+    seconds = now_s() - start;
+    return resident_bytes() - before;
+  };
+  double fill_umap = 0, fill_absl = 0;
+  map_store<std::unordered_map<uint64_t, row_struct>> umap{{}, flat.k, flat.p};
+  size_t map_rss = fill_map(umap, fill_umap);
+#ifdef SATRAP_BENCH_ABSL
+  map_store<absl::flat_hash_map<uint64_t, row_struct>> amap{{}, flat.k, flat.p};
+  size_t absl_rss = fill_map(amap, fill_absl);
+#endif
 
   std::printf("store: %zu rows, kernels %s, %llu bytes (%.1f per row, payload %.0f), filled in %.2f s\n",
               store.size(), store.kernels_name(), (unsigned long long)c.bytes, double(c.bytes) / rows,
               payload, fill_store);
   std::printf("unordered_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
-              umap.map.size(), map_rss, double(map_rss) / rows, fill_map);
+              umap.map.size(), map_rss, double(map_rss) / rows, fill_umap);
+#ifdef SATRAP_BENCH_ABSL
+  std::printf("absl::flat_hash_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
+              amap.map.size(), absl_rss, double(absl_rss) / rows, fill_absl);
+#endif
 
-  timing tf, ts, tm;
+  timing tf, ts, tm, ta;
   double sink = 0;
-  for (int r = 0; r < reps; ++r) {  // interleaved: each rep runs all three on the same ids
+  for (int r = 0; r < reps; ++r) {  // interleaved: each rep runs all of them on the same ids
     run_once(flat, batches, g, out, tf, sink);
     run_once(store, batches, g, out, ts, sink);
     run_once(umap, batches, g, out, tm, sink);
-    std::printf("rep %d: lookup s flat %.4f store %.4f umap %.4f | update s flat %.4f store %.4f umap %.4f\n",
-                r, tf.lookup_s.back(), ts.lookup_s.back(), tm.lookup_s.back(), tf.update_s.back(),
-                ts.update_s.back(), tm.update_s.back());
+#ifdef SATRAP_BENCH_ABSL
+    run_once(amap, batches, g, out, ta, sink);
+#endif
+    std::printf("rep %d cpu ms: lookup flat %.1f store %.1f umap %.1f absl %.1f | update flat %.1f store %.1f "
+                "umap %.1f absl %.1f\n",
+                r, 1e3 * tf.lookup_cpu_s.back(), 1e3 * ts.lookup_cpu_s.back(), 1e3 * tm.lookup_cpu_s.back(),
+                ta.lookup_cpu_s.empty() ? 0.0 : 1e3 * ta.lookup_cpu_s.back(), 1e3 * tf.update_cpu_s.back(),
+                1e3 * ts.update_cpu_s.back(), 1e3 * tm.update_cpu_s.back(),
+                ta.update_cpu_s.empty() ? 0.0 : 1e3 * ta.update_cpu_s.back());
   }
   const double ids_per_rep = double(nbatches) * batch_ids;
-  auto rate = [&](const std::vector<double>& s) { return ids_per_rep / median(s); };
+  auto rate = [&](const std::vector<double>& s) { return s.empty() ? 0.0 : ids_per_rep / median(s); };
   double fl = rate(tf.lookup_s), fu = rate(tf.update_s), sl = rate(ts.lookup_s), su = rate(ts.update_s),
-         ml = rate(tm.lookup_s), mu = rate(tm.update_s);
-  std::printf("%-14s %14s %14s\n", "", "lookups/s", "updates/s");
-  std::printf("%-14s %14.3e %14.3e\n", "flat array", fl, fu);
-  std::printf("%-14s %14.3e %14.3e\n", "store", sl, su);
-  std::printf("%-14s %14.3e %14.3e\n", "unordered_map", ml, mu);
-  std::printf("(checksum %g; bytes_ratio counts the store's own allocations, store_rss_bytes_ratio and "
-              "umap_bytes_ratio are resident-memory deltas)\n", sink);
+         ml = rate(tm.lookup_s), mu = rate(tm.update_s), al = rate(ta.lookup_s), au = rate(ta.update_s);
+  double cfl = rate(tf.lookup_cpu_s), cfu = rate(tf.update_cpu_s), csl = rate(ts.lookup_cpu_s),
+         csu = rate(ts.update_cpu_s), cml = rate(tm.lookup_cpu_s), cmu = rate(tm.update_cpu_s),
+         cal = rate(ta.lookup_cpu_s), cau = rate(ta.update_cpu_s);
+  std::printf("%-20s %14s %14s %14s %14s\n", "", "lookups/s", "updates/s", "lookups/cpu-s", "updates/cpu-s");
+  std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "flat array", fl, fu, cfl, cfu);
+  std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "store", sl, su, csl, csu);
+  std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "unordered_map", ml, mu, cml, cmu);
+  std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "absl::flat_hash_map", al, au, cal, cau);
+  std::printf("(checksum %g; bytes_ratio counts the store's own allocations, store_rss_bytes_ratio, "
+              "umap_bytes_ratio and absl_bytes_ratio are resident-memory deltas)\n", sink);
+#ifndef SATRAP_BENCH_ABSL
+  std::printf("absl::flat_hash_map: not built (install libabsl-dev: ops/setup.sh)\n");
+  const size_t absl_rss = 0;
+#endif
   std::printf("rows=%zu dim=%d batch=%zu batches=%zu reps=%d kernels=%s flat_lookups_per_s=%.4g "
               "flat_updates_per_s=%.4g store_lookups_per_s=%.4g store_updates_per_s=%.4g "
-              "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g lookup_ratio=%.3f update_ratio=%.3f "
-              "bytes_ratio=%.3f store_rss_bytes_ratio=%.3f umap_lookup_ratio=%.3f "
-              "umap_update_ratio=%.3f umap_bytes_ratio=%.3f\n",
-              rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu,
+              "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g absl_lookups_per_s=%.4g absl_updates_per_s=%.4g "
+              "lookup_ratio=%.3f update_ratio=%.3f bytes_ratio=%.3f store_rss_bytes_ratio=%.3f "
+              "umap_lookup_ratio=%.3f umap_update_ratio=%.3f umap_bytes_ratio=%.3f "
+              "absl_lookup_ratio=%.3f absl_update_ratio=%.3f absl_bytes_ratio=%.3f "
+              "cpu_lookup_ratio=%.3f cpu_update_ratio=%.3f cpu_umap_lookup_ratio=%.3f cpu_umap_update_ratio=%.3f "
+              "cpu_absl_lookup_ratio=%.3f cpu_absl_update_ratio=%.3f\n",
+              rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu, al, au,
               sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_rss) / (rows * payload),
-              ml / fl, mu / fu, double(map_rss) / (rows * payload));
+              ml / fl, mu / fu, double(map_rss) / (rows * payload), al / fl, au / fu,
+              double(absl_rss) / (rows * payload), csl / cfl, csu / cfu, cml / cfl, cmu / cfu, cal / cfl,
+              cau / cfu);
   return 0;
 }

@@ -131,6 +131,9 @@ def main():
             fail(f"ops/manifests/local-3node.yaml has no port {old} any more; update this test")
         text = text.replace(old, str(new))
     text = text.replace("cluster: local", "cluster: ctest-local")
+    # Mutual TLS as everywhere: satrap k8s makes the certificates there and puts them in the
+    # pod (a ConfigMap for kube play); this test's own `satrap submit` reads the client's pair.
+    text += f"security: {{certs: {os.path.join(work, 'certs')}}}\n"
     manifest = os.path.join(work, "manifest.yaml")
     open(manifest, "w").write(text)
     token = os.path.join(work, "admin.token")
@@ -196,6 +199,9 @@ def main():
 
     t3 = time.monotonic()
     sh("podman", "kube", "down", play, timeout=300)
+    # podman 4.3 keeps the volume of a mounted ConfigMap (the certificates) after kube down;
+    # README "Deployment" says to remove it so.
+    sh("podman", "volume", "rm", "ctest-local-certs")
     played = False
     figures["kube_down_s"] = time.monotonic() - t3
     for kind in ("pod", "container", "volume"):
@@ -218,4 +224,6 @@ try:
 finally:
     if played:
         subprocess.run(["podman", "kube", "down", play], capture_output=True, timeout=300)
+        subprocess.run(["podman", "volume", "rm", "ctest-local-certs"], capture_output=True,
+                       timeout=60)
     shutil.rmtree(work, ignore_errors=True)

@@ -14,13 +14,23 @@ command -v node >/dev/null || { echo "k8s_validate: SKIP: node is missing"; exit
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 files=("$root/ops/k8s/persia-100t.yaml")
+# The 138-node manifest without its Secrets (certificates for every node take a while to make);
+# the 3-node one with them (certificates made in $work), and its Secrets alone.
 for m in gcp-persia-100t local-3node; do
+  secrets=include
+  [ "$m" = gcp-persia-100t ] && secrets=external
   for flavor in kubernetes podman; do
     "$satrap" k8s --manifest "$root/ops/manifests/$m.yaml" --flavor "$flavor" --namespace satrap-test \
-      --job "$root/tests/cli/tiny_job.yaml" -o "$work/$m-$flavor.yaml"
+      --job "$root/tests/cli/tiny_job.yaml" --secrets "$secrets" --certs "$work/certs" \
+      -o "$work/$m-$flavor.yaml"
     files+=("$work/$m-$flavor.yaml")
   done
 done
+"$satrap" k8s --manifest "$root/ops/manifests/local-3node.yaml" --secrets only --certs "$work/certs" \
+  -o "$work/secrets-only.yaml"
+grep -q "kind: Secret" "$work/secrets-only.yaml" && grep -q "BEGIN CERTIFICATE" "$work/secrets-only.yaml" \
+  || { echo "k8s_validate: FAIL: --secrets only rendered no certificate Secret" >&2; exit 1; }
+files+=("$work/secrets-only.yaml")
 node "$validator/validate.mjs" "${files[@]}"
 # A field the API does not know and a wrong type must be refused.
 sed -e 's/^  replicas: 1$/  replicas: one/' -e 's/^  serviceName: gpu$/  serviceName: gpu\n  bogusField: 1/' \

@@ -77,17 +77,20 @@ def status():
 
 def pid_of(name):
     with open(os.path.join(state, name + ".pid")) as f:
-        return int(f.read().strip())
+        return int(f.readline().strip())
 
 
 def start(args, name):
     """Starts a satrap process the way `satrap up` does (log and pid file in the state dir)."""
     log = open(os.path.join(state, name + ".log"), "a")
-    p = subprocess.Popen([satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")],
-                         cwd=work, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+    argv = [satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")]
+    p = subprocess.Popen(argv, cwd=work, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                          start_new_session=True)
+    # The record `satrap down` checks (cli/process_record.hpp): pid, start time, argv.
+    with open(f"/proc/{p.pid}/stat") as f:
+        start_time = f.read().rsplit(")", 1)[1].split()[19]
     with open(os.path.join(state, name + ".pid"), "w") as f:
-        f.write(f"{p.pid}\n")
+        f.write(f"{p.pid}\n{start_time}\n{(chr(0).join(argv) + chr(0)).encode().hex()}\n")
     started.append(p)
     return p
 

@@ -137,3 +137,50 @@ TEST_CASE("the printed spec loads back to the same spec") {
   REQUIRE_MESSAGE(!err, error_text(err) << "\n" << yaml);
   CHECK(job_spec_to_yaml(back) == yaml);
 }
+
+// A job named "a: b" with 200 train batches once ran as the default job on the cluster: the spec
+// crossed the wire unquoted. Every string must survive, and the wire check must hold.
+TEST_CASE("strings YAML would misread survive the wire: names, paths") {
+  for (std::string name : {"a: b", "{x", "run #7", "[list]", "- dash", "quote \" and ' both",
+                           "", "yes", "null", "~", "colon:", "tab\there", "ünïcode"}) {
+    CAPTURE(name);
+    auto spec = job_spec_defaults();
+    spec.name = name;
+    spec.training.train_batches = 200;
+    spec.checkpoint.dir = "/tmp/ck: " + name;
+    REQUIRE_FALSE(job_spec_finalize(spec));
+    auto yaml = job_spec_to_yaml(spec);
+    auto back = job_spec_from_wire(yaml, "wire");
+    REQUIRE_MESSAGE(back, error_text(back.error()) << "\n" << yaml);
+    CHECK(back->name == name);
+    CHECK(back->training.train_batches == 200);
+    CHECK(back->checkpoint.dir == spec.checkpoint.dir);
+  }
+}
+
+TEST_CASE("a spec that is not the canonical text of itself is refused on arrival") {
+  auto spec = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  auto yaml = job_spec_to_yaml(spec);
+  CHECK(job_spec_from_wire(yaml, "wire"));
+  auto edited = yaml + "# a comment\n";
+  auto r = job_spec_from_wire(edited, "wire");
+  REQUIRE_FALSE(r);
+  CHECK(error_text(r.error()).find("does not read back") != std::string::npos);
+}
+
+TEST_CASE("the job's timing section sets the job knobs, travels in the YAML, and refuses unknown keys") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.timing.spawn_timeout_ms == 120000);  // runtime/knobs.hpp defaults
+  REQUIRE(job_spec_load_text("timing: {replan_delay_ms: 0, hold_timeout_ms: 2500}\n", "j.yaml",
+                             spec) == caf::none);
+  CHECK(spec.timing.replan_delay_ms == 0);
+  CHECK(spec.timing.hold_timeout_ms == 2500);
+  auto again = job_spec_defaults();  // what a node agent parses
+  REQUIRE(job_spec_load_text(job_spec_to_yaml(spec), "yaml", again) == caf::none);
+  CHECK(again.timing.hold_timeout_ms == 2500);
+  CHECK(again.timing.replan_delay_ms == 0);
+  CHECK(load_error("timing: {hold_timeout: 5}\n").find("unknown key 'timing.hold_timeout'")
+        != std::string::npos);
+  CHECK(load_error("timing: {spawn_timeout_ms: 0}\n").find("timing.spawn_timeout_ms") != std::string::npos);
+}

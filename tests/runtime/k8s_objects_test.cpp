@@ -68,6 +68,8 @@ TEST_CASE("k8s: objects of both flavors") {
   auto m = load(cluster);
   k8s_options o;
   o.token = "t0k";
+  for (auto& f : k8s_cert_file_names(m))
+    o.cert_files[f] = "contents of " + f + "\n";
   auto yaml = k8s_render(m, o);
   REQUIRE_MESSAGE(yaml, error_text(yaml.error()));
   auto docs = YAML::LoadAll(*yaml);
@@ -75,11 +77,21 @@ TEST_CASE("k8s: objects of both flavors") {
   for (auto& d : docs)
     kinds.push_back(d["kind"].as<std::string>() + "/" + d["metadata"]["name"].as<std::string>());
   CHECK(kinds == std::vector<std::string>{"Namespace/demo", "ConfigMap/satrap-manifest",
-                                          "Secret/satrap-admin", "Deployment/head", "Service/head",
+                                          "Secret/satrap-admin", "Secret/satrap-certs",
+                                          "Deployment/head", "Service/head",
                                           "Service/big", "StatefulSet/big", "Service/gpu",
                                           "StatefulSet/gpu", "ConfigMap/satrap-job",
                                           "Job/satrap-submit"});
-  auto gpu = docs[8]["spec"];
+  CHECK(docs[3]["stringData"]["node-gpu-1.token"].as<std::string>()
+        == "contents of node-gpu-1.token\n");
+  CHECK(!docs[3]["stringData"]["ca.key"]);  // the CA key never leaves the operator
+  // The pods' manifest: TLS material from the mounted Secret, every process on all interfaces.
+  auto pods_manifest = YAML::Load(docs[1]["data"]["manifest.yaml"].as<std::string>());
+  CHECK(pods_manifest["security"]["certs"].as<std::string>() == k8s_certs_dir);
+  CHECK(pods_manifest["security"]["tls"].as<std::string>() == "required");
+  CHECK(pods_manifest["head"]["bind"].as<std::string>() == "0.0.0.0");
+  CHECK(pods_manifest["nodes"][0]["bind"].as<std::string>() == "0.0.0.0");
+  auto gpu = docs[9]["spec"];
   CHECK(gpu["replicas"].as<int>() == 2);
   auto pod = gpu["template"]["spec"];
   CHECK(pod["nodeSelector"]["cloud.google.com/gke-accelerator"].as<std::string>()
@@ -87,20 +99,40 @@ TEST_CASE("k8s: objects of both flavors") {
   CHECK(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].as<int>() == 2);
   CHECK(pod["containers"][0]["resources"]["requests"]["memory"].as<std::string>() == "6Gi");
   // The one-replica entry without {i}: its node name is given literally.
-  auto big_args = docs[6]["spec"]["template"]["spec"]["containers"][0]["args"];
+  auto big_args = docs[7]["spec"]["template"]["spec"]["containers"][0]["args"];
   CHECK(big_args[2].as<std::string>() == "big");
-  CHECK(docs[10]["spec"]["suspend"].as<bool>());  // no job file given
+  CHECK(pod["volumes"][1]["secret"]["secretName"].as<std::string>() == "satrap-certs");
+  CHECK(docs[11]["spec"]["suspend"].as<bool>());  // no job file given
+  // The submit Job sees only the client's pair and the CA.
+  CHECK(docs[11]["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"].size() == 3);
 
   o.flavor = k8s_flavor::podman;
   auto podman = k8s_render(m, o);
   REQUIRE(podman);
   auto pdocs = YAML::LoadAll(*podman);
-  REQUIRE(pdocs.size() == 3);
+  REQUIRE(pdocs.size() == 4);
   CHECK(pdocs[1]["kind"].as<std::string>() == "ConfigMap");  // podman 4.3 mounts no Secrets
-  auto spec = pdocs[2]["spec"];
+  CHECK(pdocs[2]["kind"].as<std::string>() == "ConfigMap");
+  auto spec = pdocs[3]["spec"];
   CHECK(spec["hostNetwork"].as<bool>());
   CHECK(spec["shareProcessNamespace"].as<bool>());
   CHECK(spec["containers"].size() == 4);  // the head and three nodes
+
+  // external: no Secret in the output (kept in git); only: the Namespace and the Secrets.
+  o.flavor = k8s_flavor::kubernetes;
+  o.secrets = k8s_secrets::external;
+  auto ext = YAML::LoadAll(*k8s_render(m, o));
+  for (auto& d : ext)
+    CHECK(d["kind"].as<std::string>() != "Secret");
+  o.secrets = k8s_secrets::only;
+  auto only = YAML::LoadAll(*k8s_render(m, o));
+  REQUIRE(only.size() == 3);
+  CHECK(only[2]["metadata"]["name"].as<std::string>() == "satrap-certs");
+  // A missing file is named.
+  o.cert_files.erase("node-big.key");
+  auto missing = k8s_render(m, o);
+  REQUIRE(!missing);
+  CHECK(error_text(missing.error()).find("node-big.key") != std::string::npos);
 }
 
 TEST_CASE("k8s: what Kubernetes cannot name is refused with what to do") {
@@ -131,5 +163,6 @@ nodes:
   REQUIRE(!r);
   CHECK(error_text(r.error()).find("give --namespace") != std::string::npos);
   o.ns = "demo";
+  o.secrets = k8s_secrets::external;  // no certificate files in this test
   CHECK(k8s_render(bad_ns, o));
 }

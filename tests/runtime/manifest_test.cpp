@@ -90,3 +90,49 @@ TEST_CASE("sizes parse with decimal and binary units") {
   CHECK(!parse_bytes("-1GB", b));
   CHECK(format_bytes(1536) == "1.5 KiB");
 }
+
+TEST_CASE("the manifest's timing section sets the cluster knobs; bad or unknown keys are errors") {
+  manifest m;
+  REQUIRE(manifest_load_text(good, "m.yaml", m) == caf::none);
+  CHECK(m.timing.heartbeat_interval_ms == 1000);  // runtime/knobs.hpp defaults
+  CHECK(m.timing.heartbeat_timeout_ms == 5000);
+  auto timed = std::string(good) + "timing: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 900}\n";
+  manifest t;
+  auto err = manifest_load_text(timed, "m.yaml", t);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(t.timing.heartbeat_interval_ms == 200);
+  CHECK(t.timing.heartbeat_timeout_ms == 900);
+  CHECK(t.timing.admin_tick_ms == 500);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval: 200}\n")
+          .find("unknown key") != std::string::npos);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_timeout_ms: 0}\n")
+          .find("timing.heartbeat_timeout_ms: expected an integer") != std::string::npos);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval_ms: 5000, heartbeat_timeout_ms: 5000}\n")
+          .find("must exceed timing.heartbeat_interval_ms") != std::string::npos);
+}
+
+TEST_CASE("security, bind and the cluster name") {
+  manifest m;
+  auto err = manifest_load_text(std::string(good) + "security: {tls: off, max_frame_bytes: 64MiB}\n",
+                                "m.yaml", m);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(m.security.tls == tls_mode::off);
+  CHECK(m.security.max_frame_bytes == 64ULL << 20);
+  CHECK(listen_address(m.head.host, m.head.bind) == "127.0.0.1");  // host unless bind is given
+  REQUIRE(!manifest_load_text(good, "m.yaml", m));
+  CHECK(m.security.tls == tls_mode::required);  // the default
+  std::string with_bind = good;
+  with_bind.replace(with_bind.find("status_port: 5001}"), 18, "status_port: 5001, bind: 0.0.0.0}");
+  REQUIRE(!manifest_load_text(with_bind, "m.yaml", m));
+  CHECK(listen_address(m.head.host, m.head.bind) == "0.0.0.0");
+  CHECK(load_error(std::string(good) + "security: {tls: maybe}\n")
+          .find("security.tls: expected 'required' or 'off'") != std::string::npos);
+  CHECK(load_error(std::string(good) + "security: {max_frame_bytes: 10}\n")
+          .find("security.max_frame_bytes") != std::string::npos);
+  std::string hostile = good;
+  hostile.replace(0, 13, "cluster: ../../victim");
+  CHECK(load_error(hostile).find("no path separators") != std::string::npos);
+  CHECK(cluster_name_problem("..") != "");
+  CHECK(cluster_name_problem("a/b") != "");
+  CHECK(cluster_name_problem("prod-1.eu_west") == "");
+}

@@ -1,0 +1,24 @@
+// process_record: the pid files of `satrap up`, which `satrap down` trusts only as far as they
+// still describe the process that up started.
+//
+// A record holds the pid, the process's start time (field 22 of /proc/PID/stat, clock ticks since
+// boot: fixed at fork, so a reused pid has another) and its command line (the argv up gave it).
+// A process matches its record only when both still agree; a stale or forged file never makes
+// `satrap down` signal anything.
+// Threading: plain functions.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace satrap {
+
+// Writes `path` for `pid`, started with `argv`; false when the process is already gone.
+bool process_record_write(const std::string& path, pid_t pid, const std::vector<std::string>& argv);
+
+// The pid of `path` when that process is alive and still the one recorded, else 0.
+pid_t process_record_live(const std::string& path);
+
+}  // namespace satrap

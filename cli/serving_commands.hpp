@@ -1,0 +1,69 @@
+// The serving commands: `satrap export` (a checkpoint -> a model folder), `satrap predict` (score
+// files with a model folder) and `satrap serve` (HTTP/JSON predictions, runtime/model_server.hpp).
+// The formats and the scorer are models/serving/; these parse flags, read specs and print.
+// Threading: each runs on the calling thread (serve: until SIGINT/SIGTERM).
+#pragma once
+
+#include "cli/job_options.hpp"
+#include "runtime/job_spec.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace satrap {
+
+// A model folder from a finalised spec, dense parameters and an embedding snapshot.
+caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<const float> params,
+                                            int64_t step, const std::string& snapshot_root,
+                                            uint64_t sequence, const std::string& out,
+                                            uint32_t shards, const std::string& version);
+
+class export_command {
+ public:
+  void add_to(CLI::App& app);
+  bool parsed() const { return sub_ && sub_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* sub_ = nullptr;
+  job_options job_;
+  std::string checkpoint_, out_, version_;
+  uint32_t shards_ = 1;
+};
+
+class predict_command {
+ public:
+  void add_to(CLI::App& app);
+  bool parsed() const { return sub_ && sub_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* sub_ = nullptr;
+  std::string model_, format_, out_, instances_, log_level_ = "warn";
+  std::vector<std::string> data_;
+  bool json_ = false;
+  int batch_ = 0;
+};
+
+class serve_command {
+ public:
+  void add_to(CLI::App& app);
+  bool parsed() const { return sub_ && sub_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* sub_ = nullptr;
+  std::string model_, watch_, host_ = "127.0.0.1", token_file_, log_level_ = "info";
+  uint16_t port_ = 8500;
+  int threads_ = 0, http_threads_ = 64, max_batch_ = 256;
+  double max_delay_ms_ = 0.5;
+  double watch_s_ = 1.0;
+  size_t max_body_mb_ = 64;
+};
+
+}  // namespace satrap

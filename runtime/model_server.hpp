@@ -1,0 +1,65 @@
+// Online serving of an exported model (models/serving/) over HTTP/JSON (runtime/http_server).
+//
+// Endpoints (TF-Serving-like; body format in models/serving/predict_request.hpp):
+//   POST /v1/models/<name>:predict   scores the instances; the answer names the model version
+//   GET  /v1/models/<name>           the version served and its state
+//   GET  /healthz                    200 while the process runs
+//   GET  /readyz                     200 once a model is loaded, else 503
+//   GET  /metrics                    Prometheus text: requests by code, request latency histogram,
+//                                    scored batch sizes, errors by reason, reloads, versions mapped
+//   POST /admin/reload               (Authorization: Bearer <admin token>) loads the model folder
+//                                    given as ?dir=..., or the newest one in the watched folder
+// Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
+// pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
+// same version until max_batch instances or max_queue_delay after the first one arrived, score
+// them as one batch (model_scorer) and hand every request its own logits.
+// Hot reload: a new version is opened (mapped, checksums checked) beside the old one, then swapped
+// in under a mutex: a request pins the version current when it arrives and is answered wholly by
+// it; the old version (its scorers and mapped files) is freed when its last request ends.
+// A watched folder (`watch_dir`) holds model folders; the newest complete one (by created_ns in its
+// MODEL.json) is served, checked every `watch_interval`.
+// Threading: start/stop from one thread; handlers and workers are internal threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace satrap {
+
+struct model_server_options {
+  std::string model_dir;                             // a model folder to serve, or
+  std::string watch_dir;                             // a folder of model folders (newest served)
+  std::string host = "127.0.0.1";
+  uint16_t port = 8500;
+  int workers = 0;                                   // scoring threads; 0: one per core
+  int http_threads = 64;                             // connections served at once
+  int max_batch = 256;                               // instances per scored batch
+  std::chrono::microseconds max_queue_delay{500};    // wait for more after the first request
+  std::string admin_token;                           // "": POST /admin/reload refused
+  size_t max_body_bytes = 64u << 20;                 // larger bodies get 413
+  size_t max_instances = 4096;                       // per request
+  std::chrono::milliseconds watch_interval{1000};
+  std::chrono::milliseconds read_timeout{5000};      // a slow client is cut off after this
+};
+
+class model_server {
+ public:
+  model_server();
+  ~model_server();
+  model_server(const model_server&) = delete;
+  model_server& operator=(const model_server&) = delete;
+
+  // Loads the model, binds and serves; "" on success, else why not.
+  std::string start(const model_server_options& options);
+  void stop();
+  // The version served now ("" before the first load).
+  std::string version() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace satrap

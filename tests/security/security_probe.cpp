@@ -1,0 +1,279 @@
+// security_probe: an outsider on the cluster's network, for tests/security/security_test.py.
+//
+//   security_probe handshake HOST PORT [CA CERT KEY]
+//       connects with CAF (over TLS with CAF's OpenSSL module when CA is given; with CERT/KEY
+//       empty strings, TLS without a client certificate); prints "connected" (exit 0) or
+//       "refused: ..." (exit 1).
+//   security_probe attack MANIFEST CERTS_DIR
+//       with the client certificate of CERTS_DIR (valid, but not a node's and without the admin
+//       token) sends every message an attacker would: register as a node, forged heartbeat and
+//       progress, nodes/list/get/submit/cancel/checkpoint without the token, bare and forged ticks,
+//       exit(kill) to the admin and to each node agent, spawn on each node agent. Prints one line
+//       per probe; exit 0 when each was refused (an error reply, or no effect where there is no
+//       reply), 1 otherwise.
+//   security_probe frames HOST PORT CERTS_DIR
+//       opens TLS connections with the client certificate (OpenSSL directly) and sends: garbage
+//       bytes, a truncated frame, and a BASP header announcing a 4 GiB payload. Exit 0 when sent.
+// Threading: one thread (CAF's own aside).
+#include "actors/admin/admin.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/manifest.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace satrap;
+
+namespace {
+
+struct tls_files {
+  std::string ca, cert, key;
+};
+
+std::unique_ptr<satrap_config> make_config(const tls_files* tls) {
+  auto cfg = std::make_unique<satrap_config>();
+  cfg->set("logger.verbosity", caf::atom("quiet"));
+  if (tls) {
+    cfg->load<caf::openssl::manager>();
+    cfg->openssl_cafile = tls->ca;
+    cfg->openssl_certificate = tls->cert;
+    cfg->openssl_key = tls->key;
+  }
+  return cfg;
+}
+
+// Connects through the (TLS or plain) middleman actor, whatever the remote actor's interface.
+caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::string& host,
+                                             uint16_t port) {
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys};
+  caf::expected<caf::strong_actor_ptr> out{caf::error{}};
+  self->request(mm, std::chrono::seconds(10), caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+        out = std::move(p);
+      },
+      [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+SSL* tls_connect(SSL_CTX* ctx, const std::string& host, uint16_t port, int& fd);
+
+// TLS without a client certificate (CAF cannot be configured so): the server's verdict comes
+// as an alert on the first read (TLS 1.3).
+int handshake_without_certificate(const std::string& host, uint16_t port, const std::string& ca) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  int fd = -1;
+  SSL* ssl = tls_connect(ctx, host, port, fd);
+  if (!ssl) {
+    std::printf("refused: at the handshake: %s\n", ERR_error_string(ERR_get_error(), nullptr));
+    return 1;
+  }
+  char buf[64];
+  int n = SSL_read(ssl, buf, sizeof buf);
+  if (n > 0) {
+    std::printf("connected: the server sent %d bytes\n", n);
+    return 0;
+  }
+  std::printf("refused: %s\n", ERR_error_string(ERR_get_error(), nullptr));
+  return 1;
+}
+
+int handshake(int argc, char** argv) {
+  std::string host = argv[2];
+  auto port = static_cast<uint16_t>(std::stoi(argv[3]));
+  tls_files tls;
+  if (argc >= 7)
+    tls = {argv[4], argv[5], argv[6]};
+  if (argc >= 7 && tls.cert.empty())
+    return handshake_without_certificate(host, port, tls.ca);
+  auto cfg = make_config(argc >= 7 ? &tls : nullptr);
+  caf::actor_system sys{*cfg};
+  auto a = connect(sys, host, port);
+  if (a && *a) {
+    std::printf("connected\n");
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  std::printf("refused: %s\n", a ? "no actor" : caf::to_string(a.error()).c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
+int failures = 0;
+
+// An error reply is a refusal.
+template <class... Ts>
+void expect_refused(caf::scoped_actor& self, const caf::actor& to, const char* what, Ts&&... xs) {
+  bool refused = false;
+  std::string detail = "answered";
+  self->request(to, std::chrono::seconds(10), std::forward<Ts>(xs)...)
+    .receive([&](caf::message&) {},
+             [&](caf::error& e) {
+               refused = true;
+               detail = self->system().render(e);
+             });
+  std::printf("%-34s %s (%s)\n", what, refused ? "refused" : "ACCEPTED", detail.c_str());
+  failures += refused ? 0 : 1;
+}
+
+int attack(char** argv) {
+  manifest m;
+  if (auto e = manifest_load_file(argv[2], m)) {
+    std::cerr << "manifest: " << caf::to_string(e) << "\n";
+    return 2;
+  }
+  std::string dir = argv[3];
+  tls_files tls{dir + "/ca.pem", dir + "/client.pem", dir + "/client.key"};
+  auto cfg = make_config(&tls);
+  caf::actor_system sys{*cfg};
+  auto head = connect(sys, m.head.host, m.head.port);
+  if (!head || !*head) {
+    std::printf("cannot reach the head: %s\n", head ? "no actor" : caf::to_string(head.error()).c_str());
+    return 2;
+  }
+  auto admin = caf::actor_cast<caf::actor>(*head);
+  caf::scoped_actor self{sys};
+  // A node agent of this process, to register in a member's name.
+  auto fake_agent = caf::actor_cast<node_agent_actor>(
+    sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; }));
+  auto& victim = m.nodes.front().name;
+  expect_refused(self, admin, "register as a member (no token)", register_atom::value,
+                 node_info{m.cluster, "0.1.0", victim, fake_agent, ""});
+  expect_refused(self, admin, "register as a member (bad token)", register_atom::value,
+                 node_info{m.cluster, "0.1.0", victim, fake_agent, std::string(32, '0')});
+  expect_refused(self, admin, "nodes without token", nodes_atom::value);
+  expect_refused(self, admin, "list without token", list_atom::value, std::string("wrong"));
+  expect_refused(self, admin, "get without token", get_atom::value, std::string(""),
+                 std::string("j1"));
+  expect_refused(self, admin, "submit without token", submit_atom::value, std::string("x"),
+                 std::string("name: evil\n"));
+  expect_refused(self, admin, "cancel without token", cancel_atom::value, std::string("x"),
+                 std::string("j1"));
+  expect_refused(self, admin, "checkpoint without token", checkpoint_atom::value,
+                 std::string("x"), std::string("j1"));
+  // Messages without a reply: counted by the head (checked in /metrics by the test).
+  for (int i = 0; i < 1000; ++i) {
+    self->send(admin, heartbeat_atom::value, victim, std::vector<actor_stat>{});
+    self->send(admin, progress_atom::value, std::string("j1"), job_progress{}, uint64_t(i));
+    self->send(admin, tick_atom::value, uint64_t(i));
+  }
+  self->send(admin, heartbeat_atom::value);  // the old bare tick: not in the interface
+  self->send_exit(admin, caf::exit_reason::kill);
+  caf::anon_send_exit(admin, caf::exit_reason::kill);
+  std::printf("%-34s sent\n", "heartbeats, progress, ticks, exit(kill) to the admin");
+  // The node agents: reachable on their own ports.
+  for (auto& n : m.nodes) {
+    auto a = connect(sys, n.host, n.port);
+    if (!a || !*a) {
+      std::printf("node %s: cannot connect (%s)\n", n.name.c_str(),
+                  a ? "no actor" : caf::to_string(a.error()).c_str());
+      ++failures;
+      continue;
+    }
+    auto agent = caf::actor_cast<caf::actor>(*a);
+    expect_refused(self, agent, ("spawn on " + n.name).c_str(), spawn_atom::value,
+                   shard_atom::value, std::string("name: evil\n"), int32_t{0});
+    self->send(agent, head_atom::value, self->node());
+    self->send_exit(agent, caf::exit_reason::kill);
+    caf::anon_send_exit(agent, caf::exit_reason::kill);
+    std::printf("%-34s sent\n", ("head claim, exit(kill) to " + n.name).c_str());
+  }
+  // Let the one-way messages land before the connections close.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::printf("failures=%d\n", failures);
+  std::fflush(stdout);
+  std::_Exit(failures == 0 ? 0 : 1);
+}
+
+// A TLS connection with the client certificate; nullptr when the handshake failed.
+SSL* tls_connect(SSL_CTX* ctx, const std::string& host, uint16_t port, int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return nullptr;
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  if (SSL_connect(ssl) != 1) {
+    SSL_free(ssl);
+    return nullptr;
+  }
+  return ssl;
+}
+
+int frames(char** argv) {
+  std::string host = argv[2];
+  auto port = static_cast<uint16_t>(std::stoi(argv[3]));
+  std::string dir = argv[4];
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, (dir + "/ca.pem").c_str(), nullptr);
+  SSL_CTX_use_certificate_chain_file(ctx, (dir + "/client.pem").c_str());
+  SSL_CTX_use_PrivateKey_file(ctx, (dir + "/client.key").c_str(), SSL_FILETYPE_PEM);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // A BASP header (32 bytes, network order): direct_message, payload_len 0xffffffff.
+  std::vector<unsigned char> big(32, 0);
+  big[0] = 2;
+  big[4] = big[5] = big[6] = big[7] = 0xff;
+  big[31] = 1;
+  std::vector<unsigned char> garbage(4096);
+  for (size_t i = 0; i < garbage.size(); ++i)
+    garbage[i] = static_cast<unsigned char>(i * 131 + 7);
+  std::vector<unsigned char> truncated(big.begin(), big.begin() + 13);
+  int sent = 0;
+  for (auto* bytes : {&garbage, &truncated, &big, &big}) {
+    int fd = -1;
+    SSL* ssl = tls_connect(ctx, host, port, fd);
+    if (!ssl) {
+      std::printf("tls handshake failed: %s\n", ERR_error_string(ERR_get_error(), nullptr));
+      if (fd >= 0)
+        ::close(fd);
+      continue;
+    }
+    // The server speaks first (its BASP handshake); read a little, then send.
+    char buf[256];
+    SSL_read(ssl, buf, sizeof buf);
+    if (SSL_write(ssl, bytes->data(), static_cast<int>(bytes->size())) > 0)
+      ++sent;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    SSL_shutdown(ssl);
+    SSL_free(ssl);
+    ::close(fd);
+  }
+  std::printf("frames sent=%d\n", sent);
+  return sent == 4 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "handshake" && argc >= 4)
+    return handshake(argc, argv);
+  if (mode == "attack" && argc == 4)
+    return attack(argv);
+  if (mode == "frames" && argc == 5)
+    return frames(argv);
+  std::cerr << "usage: security_probe handshake HOST PORT [CA CERT KEY] | attack MANIFEST "
+               "CERTS_DIR | frames HOST PORT CERTS_DIR\n";
+  return 2;
+}
