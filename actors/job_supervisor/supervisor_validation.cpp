@@ -10,6 +10,7 @@
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/lr_schedule.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <nlohmann/json.hpp>
@@ -100,18 +101,18 @@ void restore_best(self_ptr self, std::function<void()> next) {
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
-eval_metrics metrics_of(const std::vector<capnp_payload>& results) {
+// The metrics of every trainer's predictions; a result that does not decode is an error (it
+// comes from another process: runtime/payload_checks.hpp).
+caf::expected<eval_metrics> metrics_of(const std::vector<capnp_payload>& results) {
   std::vector<float> logits, labels;
   std::vector<uint64_t> groups;
   for (auto& p : results) {
-    payload_reader reader(p);
-    auto ev = reader.root<schema::EvalResult>();
-    auto l = data_view<float>(ev.getLogits());
-    auto y = data_view<float>(ev.getLabels());
-    auto g = data_view<uint64_t>(ev.getGroups());
-    logits.insert(logits.end(), l.begin(), l.end());
-    labels.insert(labels.end(), y.begin(), y.end());
-    groups.insert(groups.end(), g.begin(), g.end());
+    auto ev = decode_eval_result(p);
+    if (!ev)
+      return ev.error();
+    logits.insert(logits.end(), ev->logits.begin(), ev->logits.end());
+    labels.insert(labels.end(), ev->labels.begin(), ev->labels.end());
+    groups.insert(groups.end(), ev->groups.begin(), ev->groups.end());
   }
   return compute_eval_metrics(logits, labels,
                               groups.size() == labels.size() ? std::span<const uint64_t>(groups)
@@ -128,12 +129,18 @@ void evaluate_validation(self_ptr self, const std::string& what,
   for (size_t i = 0; i < st.trainers.size(); ++i)
     self->request(st.trainers[i], ms(st.config.spec.timing.validation_timeout_ms), eval_atom::value, st.data.validation_batches)
       .then(
-        [self, gen, i, results, left, done](capnp_payload& p) {
+        [self, gen, i, results, left, done, what](capnp_payload& p) {
           if (gen != self->state.generation)
             return;
           (*results)[i] = std::move(p);
-          if (--*left == 0)
-            done(metrics_of(*results));
+          if (--*left > 0)
+            return;
+          auto m = metrics_of(*results);
+          if (!m) {
+            fail_job(self, make_error(errc::invalid_payload, what + ": " + error_text(m.error())));
+            return;
+          }
+          done(*m);
         },
         [self, gen, what](const caf::error& e) { on_failure(self, gen, what + ": " + error_text(e)); });
 }
