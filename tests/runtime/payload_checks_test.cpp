@@ -204,4 +204,42 @@ TEST_CASE("payload checks: embedding gradients, dense batches, dense state, chun
   REQUIRE(decode_eval_result(payload_encode(eb)));
   e.setLabels(data_of(std::vector<float>(2, 1.0f)));
   CHECK(says(refusal(decode_eval_result(payload_encode(eb))), "labels has 2 values, expected 3"));
+  e.setLabels(data_of(std::vector<float>(3, 1.0f)));
+  e.setGroups(data_of(std::vector<uint64_t>{7, 7, 9}));
+  auto ev = decode_eval_result(payload_encode(eb));
+  REQUIRE(ev);
+  CHECK(ev->groups.size() == 3);
+  e.setGroups(data_of(std::vector<uint64_t>{7}));
+  CHECK(says(refusal(decode_eval_result(payload_encode(eb))), "groups has 1 values, expected 3"));
+}
+
+TEST_CASE("payload checks: the validation split and the groups blob of a dense batch") {
+  capnp::MallocMessageBuilder db;
+  auto d = db.initRoot<schema::DenseBatch>();
+  d.setBatch(4);
+  d.setSplit(schema::Split::VALIDATION);
+  d.setSize(2);
+  d.setDenseFeatures(1);
+  d.setDense(data_of(std::vector<float>(2, 0.0f)));
+  d.setLabels(data_of(std::vector<float>{0.0f, 1.0f}));
+  d.setGroups(data_of(std::vector<uint64_t>{3, 5}));
+  auto v = decode_dense_batch(payload_encode(db), 4, 2, 1);  // split_code(validation) == 2
+  REQUIRE(v);
+  CHECK(v->groups.size() == 2);
+  CHECK(v->groups[1] == 5);
+  CHECK(says(refusal(decode_dense_batch(payload_encode(db), 4, 1, 1)), "split is 2, expected 1"));
+  d.setGroups(data_of(std::vector<uint64_t>{3}));
+  CHECK(says(refusal(decode_dense_batch(payload_encode(db), 4, 2, 1)), "groups has 1 values, expected 2"));
+
+  capnp::MallocMessageBuilder ib;
+  auto in = ib.initRoot<schema::IdBatch>();
+  in.setBatch(1);
+  in.setSplit(schema::Split::VALIDATION);
+  in.setSize(1);
+  in.setSlots(1);
+  in.setOffsets(data_of(std::vector<uint32_t>{0, 1}));
+  in.setIds(data_of(std::vector<uint64_t>{42}));
+  auto ids = decode_id_batch(payload_encode(ib), 1);
+  REQUIRE(ids);
+  CHECK(ids->split == 2);
 }
