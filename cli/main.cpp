@@ -1,6 +1,7 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
 #include "cli/certs_command.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
@@ -36,7 +37,12 @@ int main(int argc, char** argv) {
   predict.add_to(app);
   satrap::serve_command serve;
   serve.add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the message; its own codes (105, 106, ...) all mean "bad command line".
+    return app.exit(e) == 0 ? satrap::exit_done : satrap::exit_bad_input;
+  }
   if (train.parsed())
     return train.run();
   if (gen_criteo.parsed())

@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include "cli/exit_status.hpp"
 #include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
 #include "cli/cluster_common.hpp"
@@ -222,7 +223,7 @@ int train_command::run() {
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
         if (status)
           status->on_end(job_state::failed, error_text(e), nullptr);
-        exit_status = 1;
+        exit_status = exit_status_of(e);  // 2 when the job's input was wrong
       });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
   http.stop();

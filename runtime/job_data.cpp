@@ -19,7 +19,7 @@ caf::expected<dataset_cache_result> convert(const job_spec& spec, const char* sp
   dataset_convert_options o;
   o.files = expand_data_files(patterns, "", error);
   if (!error.empty())
-    return make_error(errc::io_failure, std::string("data.") + split + "_files: " + error);
+    return make_error(errc::invalid_config, std::string("data.") + split + "_files: " + error);
   o.format = spec.data.format;
   o.on_error = spec.data.on_error;
   o.chunk_samples = spec.data.chunk_samples;
@@ -27,7 +27,7 @@ caf::expected<dataset_cache_result> convert(const job_spec& spec, const char* sp
   o.cache_root = job_data_cache_root(spec.data);
   auto r = dataset_cache_build(o);
   if (!r.error.empty())
-    return make_error(errc::io_failure, "data: " + r.error);
+    return make_error(r.bad_input ? errc::invalid_config : errc::io_failure, "data: " + r.error);
   auto& st = r.stats;
   spdlog::info("data_cache_{} split={} files={} samples={} lines={} parse_seconds={:.2f} dir={}",
                r.reused ? "reused" : "built", split, o.files.size(), st.samples, st.lines,

@@ -460,7 +460,7 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
 caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   std::ifstream in(path);
   if (!in)
-    return make_error(errc::io_failure, path + ": cannot open job file");
+    return make_error(errc::invalid_config, path + ": cannot open job file");
   std::stringstream ss;
   ss << in.rdbuf();
   auto train = spec.data.train_files, test = spec.data.test_files;

@@ -311,7 +311,7 @@ caf::error manifest_load_text(const std::string& text, const std::string& origin
 caf::error manifest_load_file(const std::string& path, manifest& out) {
   std::ifstream in(path);
   if (!in)
-    return make_error(errc::io_failure, path + ": cannot open manifest");
+    return make_error(errc::invalid_config, path + ": cannot open manifest");
   std::stringstream ss;
   ss << in.rdbuf();
   return manifest_load_text(ss.str(), path, out);

@@ -24,6 +24,7 @@ struct file_result {
   std::vector<manifest_chunk> chunks;
   dataset_stats stats;
   std::string error;  // fail policy: the first bad line; or an I/O error
+  bool bad_input = false;  // the error is the file's (cannot open, a bad line), not a write's
 };
 
 std::string options_key(const dataset_convert_options& o) {
@@ -74,6 +75,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
   line_reader in(path);
   if (!in.is_open()) {
     r.error = path + ": cannot open: " + in.error();
+    r.bad_input = true;
     return r;
   }
   chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format));
@@ -97,11 +99,13 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
                                                    + std::to_string(text_line_bytes_max) + " bytes"})
                  : parse_text_line(line, o.format, sample);
     if (err) {
-      if (o.on_error == on_error_policy::fail)
+      if (o.on_error == on_error_policy::fail) {
         r.error = where(path, in.line_number(), err->column) + ": " + err->reason + ": expected "
                   + err->expected;
-      else
+        r.bad_input = true;
+      } else {
         ++r.stats.skipped[err->reason];
+      }
       continue;
     }
     chunk.add(sample);
@@ -109,8 +113,10 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     if (chunk.samples() == o.chunk_samples)
       flush();
   }
-  if (r.error.empty() && !in.error().empty())
+  if (r.error.empty() && !in.error().empty()) {
     r.error = path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: " + in.error();
+    r.bad_input = true;  // a damaged gzip stream or a truncated file
+  }
   if (r.error.empty() && chunk.samples() > 0)
     flush();
   r.stats.text_bytes = in.bytes();
@@ -128,7 +134,7 @@ void merge(dataset_stats& into, const dataset_stats& from) {
 // Converts every file with `workers` threads. An error stops every worker; of the errors found,
 // the one of the earliest file is reported.
 std::string convert_all(const dataset_convert_options& o, const std::string& dir,
-                        dataset_manifest& m) {
+                        dataset_manifest& m, bool& bad_input) {
   std::vector<file_result> results(o.files.size());
   std::atomic<bool> stop{false};
   auto work = [&](size_t first) {
@@ -147,8 +153,10 @@ std::string convert_all(const dataset_convert_options& o, const std::string& dir
   for (auto& t : threads)
     t.join();
   for (auto& r : results) {
-    if (!r.error.empty())
+    if (!r.error.empty()) {
+      bad_input = r.bad_input;
       return r.error;
+    }
     m.chunks.insert(m.chunks.end(), r.chunks.begin(), r.chunks.end());
     merge(m.stats, r.stats);
   }
@@ -161,10 +169,12 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   dataset_cache_result out;
   if (auto want = text_format_check(o.format); !want.empty()) {
     out.error = "expected " + want;
+    out.bad_input = true;
     return out;
   }
   if (o.files.empty()) {
     out.error = "no data files";
+    out.bad_input = true;
     return out;
   }
   dataset_manifest m;
@@ -186,7 +196,7 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
   auto start = std::chrono::steady_clock::now();
-  if (auto err = convert_all(o, dir, m); !err.empty()) {
+  if (auto err = convert_all(o, dir, m, out.bad_input); !err.empty()) {
     out.error = err;
     return out;
   }

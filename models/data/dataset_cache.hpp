@@ -44,6 +44,8 @@ struct dataset_cache_result {
   dataset_stats stats;    // of the conversion (read back from the manifest when reused)
   bool reused = false;    // true when a matching cache was found
   std::string error;      // "" or what went wrong, e.g. "a.libfm:12:7: bad_label: expected ..."
+  bool bad_input = false; // the error is the data's (a bad line, a file that cannot be opened or
+                          // is not a regular file), not the machine's (a cache write that failed)
 };
 
 dataset_cache_result dataset_cache_build(const dataset_convert_options& options);
