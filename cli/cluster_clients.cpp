@@ -5,6 +5,7 @@
 #include "cli/exit_status.hpp"
 #include "cli/progress_line.hpp"
 #include "runtime/error.hpp"
+#include "runtime/text_file.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
@@ -76,14 +77,14 @@ int fail(const char* cmd, const caf::error& e) {
 }  // namespace
 
 int cluster_commands::run_submit() {
-  std::ifstream in(job_file_);
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = read_text_file(job_file_, job_file_max_bytes, "job file");
+  if (!text)
+    return fail("submit", text.error());
   // Check the file here first, so its errors name the file and line.
   auto spec = job_spec_defaults();
-  if (auto err = job_spec_load_text(text.str(), job_file_, spec))
+  if (auto err = job_spec_load_text(*text, job_file_, spec))
     return fail("submit", err);
-  auto yaml = text.str();
+  auto yaml = *text;
   if (!resume_dir_.empty()) {  // the job's text with checkpoint.resume_from set
     spec = job_spec_defaults();
     if (auto err = job_spec_load_file(job_file_, spec))

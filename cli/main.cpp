@@ -40,8 +40,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // CLI11 prints the message; its own codes (105, 106, ...) all mean "bad command line".
-    return app.exit(e) == 0 ? satrap::exit_done : satrap::exit_bad_input;
+    // --help and --version: CLI11 prints them. Errors: CLI11's message echoes the argument, made
+    // printable; its own codes (105, 106, ...) all mean "bad command line".
+    if (e.get_exit_code() == 0)
+      return app.exit(e);
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n",
+                 satrap::printable(e.what()).c_str());
+    return satrap::exit_bad_input;
   }
   if (train.parsed())
     return train.run();

@@ -36,8 +36,8 @@ void train_command::add_to(CLI::App& app) {
   sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();
-  sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
-    ->capture_default_str();
+  sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core; at most 1024)")
+    ->capture_default_str()->check(CLI::Range(0, 1024));
   sub_->add_option("--status-port", status_port_,
                    "serve the dashboard (/) and /status on this port while the job runs")
     ->check(CLI::Range(1, 65535));

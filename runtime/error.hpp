@@ -9,8 +9,14 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace satrap {
+
+// `text` safe to print: control bytes (NUL, ESC, newline, ...), DEL and bytes that are not valid
+// UTF-8 become \xNN escapes; printable ASCII and valid UTF-8 stay as they are. Idempotent (a
+// backslash is left alone), so escaping twice changes nothing.
+std::string printable(std::string_view text);
 
 enum class errc : uint8_t {
   ok = 0,
@@ -23,9 +29,11 @@ enum class errc : uint8_t {
 
 const char* to_string(errc x);
 
-inline caf::error make_error(errc x, std::string context) {
+// Error messages often echo input (a value, a key, a path): the context is made printable here,
+// once, so no raw byte of a job file reaches a terminal, a log or a job record.
+inline caf::error make_error(errc x, std::string_view context) {
   return caf::error(static_cast<uint8_t>(x), caf::atom("satrap"),
-                    caf::make_message(std::move(context)));
+                    caf::make_message(printable(context)));
 }
 
 // Text for a user: the satrap context string when there is one, else CAF's rendering.

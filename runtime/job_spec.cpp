@@ -2,6 +2,7 @@
 
 #include "models/reference_trainer.hpp"
 #include "runtime/error.hpp"
+#include "runtime/text_file.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -458,15 +459,13 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
 }
 
 caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
-  std::ifstream in(path);
-  if (!in)
-    return make_error(errc::invalid_config, path + ": cannot open job file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_text_file(path, job_file_max_bytes, "job file");
+  if (!text)
+    return text.error();
   auto train = spec.data.train_files, test = spec.data.test_files;
   auto cache = spec.data.cache_dir;
   auto ckpt = spec.checkpoint.dir, resume = spec.checkpoint.resume_from;
-  if (auto err = job_spec_load_text(ss.str(), path, spec))
+  if (auto err = job_spec_load_text(*text, path, spec))
     return err;
   // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
   // runs from anywhere.

@@ -226,8 +226,17 @@ std::vector<std::string> expand_data_files(const std::vector<std::string>& patte
       error = text + ": no such data file" + (p != text ? " (from '" + p + "')" : "");
       return {};
     }
-    for (size_t i = 0; i < g.gl_pathc; ++i)  // glob sorts its matches
+    for (size_t i = 0; i < g.gl_pathc; ++i) {  // glob sorts its matches
+      // Only regular files: /dev/zero or a FIFO has no end (it once spun forever), a folder no lines.
+      std::error_code ec;
+      if (!fs::is_regular_file(g.gl_pathv[i], ec)) {
+        error = std::string(g.gl_pathv[i]) + ": not a regular file (a data file must be a plain "
+                "file, not a device, FIFO or folder)";
+        ::globfree(&g);
+        return {};
+      }
       files.emplace_back(g.gl_pathv[i]);
+    }
     ::globfree(&g);
   }
   return files;
