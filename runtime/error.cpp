@@ -3,6 +3,10 @@
 #include <caf/message.hpp>
 #include <caf/sec.hpp>
 
+#include <cerrno>
+#include <cstring>
+#include <new>
+
 namespace satrap {
 
 const char* to_string(errc x) {
@@ -13,6 +17,7 @@ const char* to_string(errc x) {
     case errc::io_failure: return "io_failure";
     case errc::peer_failure: return "peer_failure";
     case errc::invalid_payload: return "invalid_payload";
+    case errc::no_resource: return "no_resource";
   }
   return "unknown";
 }
@@ -59,6 +64,33 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+bool failure_is_deterministic(const caf::error& e) {
+  if (!e || e.category() != caf::atom("satrap"))
+    return false;
+  auto c = static_cast<errc>(e.code());
+  return c == errc::invalid_config || c == errc::no_resource;
+}
+
+errc io_errc_of(std::string_view message) {
+  for (int code : {ENOSPC, EDQUOT, EROFS, EACCES, EPERM, ENOTDIR, ENAMETOOLONG, EISDIR})
+    if (message.find(std::strerror(code)) != std::string_view::npos)
+      return errc::no_resource;
+  return errc::io_failure;
+}
+
+caf::error exception_error(const std::exception_ptr& e, std::string_view role) {
+  auto where = std::string(role) + ": ";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::no_resource, where + "out of memory (std::bad_alloc)");
+  } catch (const std::exception& x) {
+    return make_error(errc::peer_failure, where + "exception: " + x.what());
+  } catch (...) {
+    return make_error(errc::peer_failure, where + "unknown exception");
+  }
 }
 
 std::string error_text(const caf::error& e) {

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -290,6 +291,9 @@ std::vector<job_field> make_fields() {
                      uint32_t{1}, uint32_t{1} << 24),
     SATRAP_STRING_FIELD("data.cache_dir", "", "converted data sets; \"\": $TMPDIR/satrap-cache",
                         data.cache_dir),
+    SATRAP_INT_FIELD("data.cache_max_mib", "cache-max-mib",
+                     "size cap of data.cache_dir: least recently used data sets beyond it are "
+                     "deleted (never the job's own; 0: no cap)", data.cache_max_mib, int64_t{0}, i64max),
     SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample", data.synthetic.slots, 1, 1024),
     SATRAP_INT_FIELD("data.synthetic.vocab", "vocab", "distinct ids per slot", data.synthetic.vocab,
                      uint64_t{1}, uint64_t{1} << 40),
@@ -353,6 +357,9 @@ std::vector<job_field> make_fields() {
                      checkpoint.every_seconds, 0, i32max),
     SATRAP_INT_FIELD("checkpoint.full_every", "", "every Nth checkpoint is full, others incremental",
                      checkpoint.full_every, 1, i32max),
+    SATRAP_INT_FIELD("checkpoint.keep", "checkpoint-keep",
+                     "complete checkpoints kept (older ones deleted, but never one the kept "
+                     "ones' incremental chains need; 0: keep all)", checkpoint.keep, 0, i32max),
     SATRAP_STRING_FIELD("checkpoint.resume_from", "resume",
                         "continue from the newest checkpoint in this directory",
                         checkpoint.resume_from),
@@ -550,6 +557,26 @@ caf::error job_spec_finalize(job_spec& spec) {
                "checkpoint.every_seconds is set");
   if (spec.model.network.bottom.empty() && spec.model.network.dense_features != spec.model.network.dim)
     return bad("model.bottom: expected at least one layer");
+  // One batch travels as single Cap'n Proto messages (ids, pooled embeddings and their
+  // gradients): each blob must stay under Cap'n Proto's 512 MiB and the frame limit. Checked
+  // here, not by an actor crashing on an overflow.
+  {
+    auto& net = spec.model.network;
+    double ids_per_slot = spec.data.source == data_source::synthetic
+                            ? std::max(1, spec.data.synthetic.ids_per_sample) : 1.0;
+    double per_sample = std::max({net.slots * ids_per_slot * 8.0, net.slots * net.dim * 4.0,
+                                  net.dense_features * 4.0 + 8.0});
+    double bytes = per_sample * static_cast<double>(spec.training.batch_size);
+    if (bytes > static_cast<double>(batch_message_max_bytes)) {
+      auto most = static_cast<int64_t>(static_cast<double>(batch_message_max_bytes) / per_sample);
+      return bad("training.batch_size: a batch of " + std::to_string(spec.training.batch_size)
+                 + " samples is " + std::to_string(static_cast<int64_t>(bytes / 1048576.0))
+                 + " MiB in one message (" + std::to_string(net.slots) + " slots of dim "
+                 + std::to_string(net.dim) + "); at most "
+                 + std::to_string(batch_message_max_bytes >> 20) + " MiB: expected at most "
+                 + std::to_string(most) + " samples per batch");
+    }
+  }
   return caf::none;
 }
 

@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -185,6 +186,10 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
     out.dir = dir;
     out.stats = old.stats;
     out.reused = true;
+    std::error_code ec;  // used now: the last a size cap deletes
+    fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
+    if (o.cache_max_bytes > 0)
+      out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
     return out;
   }
   std::error_code ec;
@@ -208,7 +213,47 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   }
   out.dir = dir;
   out.stats = m.stats;
+  if (o.cache_max_bytes > 0)
+    out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
   return out;
+}
+
+int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir) {
+  struct entry {
+    fs::path dir;
+    fs::file_time_type used;
+    uint64_t bytes = 0;
+  };
+  std::vector<entry> sets;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory(ec))
+      continue;
+    entry x{e.path(), {}, 0};
+    for (auto& f : fs::recursive_directory_iterator(e.path(), ec))
+      if (f.is_regular_file(ec))
+        x.bytes += f.file_size(ec);
+    total += x.bytes;
+    x.used = fs::last_write_time(e.path() / "manifest.bin", ec);
+    if (ec)  // no manifest: being converted (or abandoned); counted, not deleted
+      continue;
+    if (fs::equivalent(e.path(), keep_dir, ec))
+      continue;
+    sets.push_back(std::move(x));
+  }
+  std::sort(sets.begin(), sets.end(), [](auto& a, auto& b) { return a.used < b.used; });
+  int removed = 0;
+  for (auto& s : sets) {
+    if (total <= max_bytes)
+      break;
+    fs::remove_all(s.dir, ec);
+    if (ec)
+      continue;
+    total -= s.bytes;
+    ++removed;
+  }
+  return removed;
 }
 
 std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
