@@ -1,8 +1,9 @@
-// The cluster subcommands: head, node, up, down (processes) and submit, jobs, cancel, status
-// (clients of the head's admin actor).
+// The cluster subcommands: head, node, up, down, supervise (processes) and submit, jobs, cancel,
+// status (clients of the head's admin actor).
 //
-// Which cluster: --manifest, else $SATRAP_MANIFEST, else the manifest of the last `satrap up`
-// in this directory (.satrap/current). The admin token: --token-file, else $SATRAP_ADMIN_TOKEN,
+// Which cluster: --manifest, else $SATRAP_MANIFEST, else $SATRAP_MANIFEST_YAML (the manifest's
+// text, as in containers), else the manifest of the last `satrap up` in this directory
+// (.satrap/current). The admin token: --token-file, else $SATRAP_ADMIN_TOKEN,
 // else <state dir>/admin.token (written by `satrap up`). The state dir (logs, pid files, token,
 // the head's job table) is --state-dir, else .satrap/<cluster>.
 #pragma once
@@ -33,6 +34,13 @@ class cluster_commands {
   bool follow_ = false;
   bool json_ = false;
   int wait_s_ = 60;
+  std::string listen_;        // head: the status endpoint's bind address
+  std::string starts_file_;   // node: counts its starts (in a container's volume)
+  // supervise: restart intensity (at most max_restarts_ within period_s_) and backoff.
+  int max_restarts_ = 5;
+  int period_s_ = 60;
+  int backoff_ms_ = 250;
+  int backoff_max_ms_ = 4000;
   CLI::App* head_ = nullptr;
   CLI::App* node_ = nullptr;
   CLI::App* up_ = nullptr;
@@ -42,6 +50,7 @@ class cluster_commands {
   CLI::App* cancel_ = nullptr;
   CLI::App* status_ = nullptr;
   CLI::App* checkpoint_ = nullptr;
+  CLI::App* supervise_ = nullptr;
 
   int run_head();
   int run_node();
@@ -52,6 +61,7 @@ class cluster_commands {
   int run_cancel();
   int run_status();
   int run_checkpoint();
+  int run_supervise();  // cluster_supervisor.cpp
 };
 
 }  // namespace satrap

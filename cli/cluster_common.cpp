@@ -26,6 +26,16 @@ caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* p
   if (path.empty())
     if (auto* env = std::getenv("SATRAP_MANIFEST"))
       path = env;
+  if (path.empty())
+    if (auto* text = std::getenv("SATRAP_MANIFEST_YAML"); text && *text) {
+      // The manifest itself, as `satrap k8s` hands it to the pods.
+      manifest m;
+      if (auto err = manifest_load_text(text, "$SATRAP_MANIFEST_YAML", m))
+        return err;
+      if (path_out)
+        *path_out = "";
+      return m;
+    }
   if (path.empty()) {
     std::ifstream current(".satrap/current");
     std::getline(current, path);
@@ -54,6 +64,37 @@ std::string cluster_token(const std::string& flag, const std::string& state_dir)
   std::string token;
   std::getline(in, token);
   return token;
+}
+
+caf::expected<int64_t> node_restarts(const std::string& starts_file) {
+  auto parse = [](const std::string& text, int64_t& out) {
+    char* end = nullptr;
+    out = std::strtoll(text.c_str(), &end, 10);
+    return !text.empty() && end && *end == '\0' && out >= 0;
+  };
+  int64_t n = 0;
+  if (auto* env = std::getenv("SATRAP_NODE_RESTARTS")) {
+    if (!parse(env, n))
+      return make_error(errc::invalid_config, "SATRAP_NODE_RESTARTS: expected a count, got '"
+                                                + std::string(env) + "'");
+    return n;
+  }
+  if (starts_file.empty())
+    return int64_t{0};
+  std::string text;
+  if (std::ifstream in(starts_file); in)
+    std::getline(in, text);
+  if (!text.empty() && !parse(text, n))
+    return make_error(errc::invalid_config, "--starts-file " + starts_file
+                                              + ": expected a count, got '" + text
+                                              + "'; remove the file to count again from 0");
+  auto tmp = starts_file + ".tmp";
+  if (std::ofstream out(tmp, std::ios::trunc); !(out << n + 1 << "\n"))
+    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot write "
+                                              + tmp + " (is its folder writable?)");
+  if (std::rename(tmp.c_str(), starts_file.c_str()) != 0)
+    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot replace it");
+  return n;
 }
 
 void cluster_config_setup(satrap_config& cfg) {

@@ -15,7 +15,8 @@
 
 namespace satrap {
 
-// --manifest, else $SATRAP_MANIFEST, else .satrap/current; loaded and validated.
+// --manifest, else $SATRAP_MANIFEST (a file), else $SATRAP_MANIFEST_YAML (the text; path_out
+// is then ""), else .satrap/current; loaded and validated.
 caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out = nullptr);
 
 // --state-dir, else .satrap/<cluster>.
@@ -23,6 +24,11 @@ std::string cluster_state_dir(const std::string& flag, const manifest& m);
 
 // --token-file, else $SATRAP_ADMIN_TOKEN, else <state dir>/admin.token; "" when none.
 std::string cluster_token(const std::string& flag, const std::string& state_dir);
+
+// How often this node process was restarted: $SATRAP_NODE_RESTARTS (set by `satrap supervise`),
+// else, with a starts file, the starts it counted before this one (the file is incremented),
+// else 0.
+caf::expected<int64_t> node_restarts(const std::string& starts_file);
 
 // A config for head and node processes: heartbeats on between connected nodes.
 void cluster_config_setup(satrap_config& cfg);

@@ -57,6 +57,27 @@ void cluster_commands::add_to(CLI::App& app) {
   node_->add_option("--name", node_name_, "this node's name in the manifest")->required();
   node_->add_option("--wait", wait_s_, "seconds to keep trying to reach the head")
     ->capture_default_str();
+  node_->add_option("--starts-file", starts_file_,
+                    "count this node's starts in FILE and report the restarts to the head (for "
+                    "containers restarted by their runtime; `satrap supervise` sets "
+                    "$SATRAP_NODE_RESTARTS instead)");
+  head_->add_option("--listen", listen_, "address the status endpoint binds (default: the "
+                                         "manifest's head host; 0.0.0.0 in a container)");
+  supervise_ = app.add_subcommand(
+    "supervise", "Run this host's nodes and restart one whose process exits, with backoff and a "
+                 "restart intensity (at most --max-restarts within --period); past it, give up "
+                 "on that node and tell the head. `satrap up` starts it; `satrap down` stops it "
+                 "first, and it stops its nodes.");
+  shared(supervise_);
+  supervise_->add_option("--max-restarts", max_restarts_, "restarts allowed within --period")
+    ->capture_default_str()->check(CLI::Range(0, 1000));
+  supervise_->add_option("--period", period_s_, "seconds of the restart intensity window")
+    ->capture_default_str()->check(CLI::Range(1, 86400));
+  supervise_->add_option("--backoff-ms", backoff_ms_, "delay before the first restart, doubled for "
+                                                      "each restart within the period")
+    ->capture_default_str()->check(CLI::Range(0, 600000));
+  supervise_->add_option("--backoff-max-ms", backoff_max_ms_, "largest delay before a restart")
+    ->capture_default_str()->check(CLI::Range(0, 600000));
   up_ = app.add_subcommand("up", "Start the head and every node whose host is this machine, in "
                                  "the background (logs and pid files in the state dir); wait "
                                  "until every node has joined.");
@@ -91,7 +112,7 @@ void cluster_commands::add_to(CLI::App& app) {
 int cluster_commands::run() {
   if (!head_ || !(head_->parsed() || node_->parsed() || up_->parsed() || down_->parsed()
                   || submit_->parsed() || jobs_->parsed() || cancel_->parsed() || status_->parsed()
-                  || checkpoint_->parsed()))
+                  || checkpoint_->parsed() || supervise_->parsed()))
     return -1;
   if (!log_setup(log_level_)) {
     std::cerr << "satrap: --log-level: expected trace, debug, info, warn, error or off\n";
@@ -105,6 +126,7 @@ int cluster_commands::run() {
   if (jobs_->parsed()) return run_jobs();
   if (cancel_->parsed()) return run_cancel();
   if (checkpoint_->parsed()) return run_checkpoint();
+  if (supervise_->parsed()) return run_supervise();
   return run_status();
 }
 
@@ -247,7 +269,7 @@ int cluster_commands::run_head() {
     return 1;
   }
   http_server http;
-  auto why = http.start(listen, m->head.status_port,
+  auto why = http.start(listen_.empty() ? listen : listen_, m->head.status_port,
                         [&sys, admin](const http_request& req) { return head_http(sys, admin, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
@@ -276,6 +298,11 @@ int cluster_commands::run_node() {
   if (spec == m->nodes.end()) {
     std::cerr << "satrap node: no node '" << node_name_ << "' in the manifest of cluster '"
               << m->cluster << "'\n";
+    return 2;
+  }
+  auto restarts = node_restarts(starts_file_);
+  if (!restarts) {
+    std::cerr << "satrap node: " << error_text(restarts.error()) << "\n";
     return 2;
   }
   auto dir = cluster_state_dir(state_dir_, *m);
@@ -311,6 +338,7 @@ int cluster_commands::run_node() {
   lc.node = spec->name;
   lc.version = satrap_version;
   lc.token = token;
+  lc.restarts = *restarts;
   lc.agent = agent;
   lc.connector = cluster_connector(sys);
   lc.heartbeat_interval = ms(m->timing.heartbeat_interval_ms);
@@ -366,14 +394,20 @@ int cluster_commands::run_up() {
     std::cerr << "satrap up: " << error_text(m.error()) << "\n";
     return 2;
   }
+  if (path.empty()) {
+    std::cerr << "satrap up: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
+                 "processes it starts read it from there\n";
+    return 2;
+  }
   path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   fs::create_directories(dir);
-  if (process_record_live(dir + "/head.pid")) {
-    std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir
-              << "/head.pid); `satrap down` first\n";
-    return 1;
-  }
+  for (auto* file : {"/head.pid", "/supervisor.pid"})
+    if (process_record_live(dir + file)) {
+      std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir << file
+                << "); `satrap down` first\n";
+      return 1;
+    }
   auto token_path = token_file_.empty() ? dir + "/admin.token" : token_file_;
   if (cluster_token(token_file_, dir).empty() && !secret_file_write(token_path, random_token())) {
     std::cerr << "satrap up: cannot write " << token_path << "\n";
@@ -394,12 +428,13 @@ int cluster_commands::run_up() {
     return pid;
   };
   auto head_pid = launch({"head"}, "head");
+  // This host's nodes run under a per-host supervisor that restarts them when they exit
+  // (cluster_supervisor.cpp); it writes their pid files.
   int local = 0;
   for (auto& n : m->nodes)
-    if (host_is_local(n.host)) {
-      launch({"node", "--name", n.name}, "node-" + n.name);
-      ++local;
-    }
+    local += host_is_local(n.host) ? 1 : 0;
+  if (local > 0)
+    launch({"supervise"}, "supervisor");
   fs::create_directories(".satrap");
   std::ofstream(".satrap/current") << path << "\n";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s_);
@@ -433,6 +468,14 @@ int cluster_commands::run_down() {
   auto dir = cluster_state_dir(state_dir_, *m);
   std::vector<std::pair<pid_t, std::string>> procs;
   std::error_code ec;
+  // The supervisor first, so that it does not restart the nodes stopped below; it stops its
+  // nodes itself.
+  if (auto pid = process_record_live(dir + "/supervisor.pid"); pid > 0) {
+    ::kill(pid, SIGTERM);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (pid_alive(pid) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   for (auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".pid") {
       // Only a process that is still the one `satrap up` recorded is signalled.

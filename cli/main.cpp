@@ -5,6 +5,7 @@
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
+#include "cli/k8s_command.hpp"
 #include "cli/serving_commands.hpp"
 #include "cli/train_command.hpp"
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   gen_criteo.add_to(app);
   satrap::plan_command plan;
   plan.add_to(app);
+  satrap::k8s_command k8s;
+  k8s.add_to(app);
   satrap::cluster_commands cluster;
   cluster.add_to(app);
   satrap::certs_command certs;
@@ -54,6 +57,8 @@ int main(int argc, char** argv) {
     return gen_criteo.run();
   if (plan.parsed())
     return plan.run();
+  if (k8s.parsed())
+    return k8s.run();
   if (certs.parsed())
     return certs.run();
   if (export_cmd.parsed())

@@ -28,9 +28,13 @@ packages=(build-essential cmake ccache pkg-config git
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
-          chromium chromium-driver fonts-dejavu-core)  # the dashboard's browser tests
-# npm fetches uPlot for the dashboard (web/package.json); Debian's nodejs + npm unless a Node.js
-# with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
+          chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
+          # Deployment: the image and the container test (podman with runc, the local pause
+          # image needs catatonit; debootstrap makes the base image).
+          podman runc catatonit conmon containernetworking-plugins iptables uidmap slirp4netns
+          fuse-overlayfs debootstrap binutils)
+# npm fetches uPlot for the dashboard (web/package.json) and the Kubernetes schema validator
+# (ops/k8s/validate/package.json); Debian's nodejs + npm unless a Node.js with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [ "$bench" = 1 ]; then
   packages+=(python3 python3-torch python3-sklearn python3-numpy)
@@ -48,6 +52,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# podman on this kind of machine (Debian 12's podman 4.3 in a container with hybrid cgroups):
+# runc (crun refuses the hybrid layout), cgroupfs (no systemd), default ulimits within the hard
+# limits (the container test runs `podman kube play`).
+conf=/etc/containers/containers.conf.d/50-satrap.conf
+if [ ! -f "$conf" ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo mkdir -p "$(dirname "$conf")"
+  printf '%s\n' '# Written by satrap ops/setup.sh.' '[containers]' \
+    'default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]' \
+    '[engine]' 'runtime = "runc"' 'cgroup_manager = "cgroupfs"' | $sudo tee "$conf" >/dev/null
+  echo "setup: wrote $conf"
+fi
+# The offline Kubernetes schema validator (tests: deploy/k8s_validate).
+if [ ! -d "$root/ops/k8s/validate/node_modules/kubernetes-models" ]; then
+  echo "setup: npm ci in ops/k8s/validate (the offline Kubernetes schema validator)"
+  (cd "$root/ops/k8s/validate" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # The dashboard's charting library, vendored into the binary at build time (web/CMakeLists.txt).
 if [ ! -f "$root/web/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
   echo "setup: npm ci in web/ (uPlot for the dashboard)"

@@ -31,6 +31,7 @@ using get_atom = caf::atom_constant<caf::atom("get")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+using gave_up_atom = caf::atom_constant<caf::atom("gave_up")>;  // a per-host supervisor
 // Checkpoints and recovery.
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;

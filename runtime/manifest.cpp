@@ -244,6 +244,9 @@ struct loader {
           s.replace(p, 3, std::to_string(i));
         return s;
       };
+      node.group = base.name;
+      node.group_host = base.host;
+      node.group_count = count;
       node.name = subst(base.name);
       node.host = subst(base.host);
       node.port = static_cast<uint16_t>(base.port + (base.host == node.host ? i : 0));

@@ -50,6 +50,11 @@ struct node_spec {
   uint16_t port = 0;
   node_resources resources;
   std::map<std::string, std::string> labels;   // matched by placement selectors
+  // The manifest entry it came from: its name and host as written ("mem-{i}") and its count;
+  // `satrap k8s` renders one StatefulSet per entry.
+  std::string group;
+  std::string group_host;
+  int32_t group_count = 1;
 };
 
 struct head_spec {

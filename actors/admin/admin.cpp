@@ -122,12 +122,16 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
     return refuse("node '" + info.name + "' is not in the manifest of cluster '"
                   + st.config.cluster.cluster + "'");
   auto& entry = st.nodes[info.name];
+  if (entry.info.agent && entry.info.agent.node() != info.agent.node())
+    ++entry.rejoins;  // the same node name from a new process
+  st.supervisor_gave_up.erase(info.name);
   entry.info = info;
   entry.info.token.clear();  // not kept: /status and logs never see it
   entry.alive = true;
   entry.last_heartbeat = self->clock().now();
   self->monitor(info.agent);
-  spdlog::info("node_joined name={}", info.name);
+  spdlog::info("node_joined name={} restarts={} rejoins={}", info.name, info.restarts,
+               entry.rejoins);
   try_start(self);
   return st.config.cluster.cluster;
 }
@@ -398,6 +402,18 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
           return;
         }
         on_tick(self);
+      },
+      [self](gave_up_atom, const std::string& token, const std::string& node, int64_t restarts,
+             const std::string& why) -> caf::result<bool> {
+        if (auto err = check_token(self, "gave_up", token))
+          return err;
+        auto& st = self->state;
+        spdlog::error("node_supervisor_gave_up name={} restarts={} reason=\"{}\"", node, restarts,
+                      why);
+        st.supervisor_gave_up[node] = why;
+        if (auto it = st.nodes.find(node); it != st.nodes.end())
+          it->second.info.restarts = std::max(it->second.info.restarts, restarts);
+        return true;
       },
     };
   });

@@ -11,6 +11,9 @@
 // has one (checkpoint.dir), else marked FAILED with that reason.
 // nodes() lists the live nodes for a job supervisor re-placing a job after a failure;
 // checkpoint(token, id) asks the running job for a checkpoint now.
+// Node process restarts: a node reports how often its supervisor restarted it (node_info), the
+// admin counts registrations from a new process of a node that had joined (rejoins), and a
+// per-host supervisor that gave up on a node says so (gave_up); /status and /metrics show them.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint.
 // Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives it.
@@ -51,12 +54,13 @@ struct node_info {
   std::string name;
   node_agent_actor agent;
   std::string token;  // this node's token (node-<name>.token); never logged
+  int64_t restarts = 0;  // times this node's process was started again (by its supervisor)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent,
-           x.token);
+           x.token, x.restarts);
 }
 
 // The life of a job: PENDING (queued) -> PLACING -> RUNNING -> one of the three final states.
@@ -132,7 +136,10 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
   caf::replies_to<ready_atom>::with<bool, std::string>,  // every node alive? / who is missing
   caf::reacts_to<progress_atom, std::string, job_progress, uint64_t>,   // from its observer (key)
-  caf::reacts_to<tick_atom, uint64_t>>;                                 // its own tick (key)
+  caf::reacts_to<tick_atom, uint64_t>,                                 // its own tick (key)
+  // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
+  // token, node, restarts, why.
+  caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>>;
 
 struct admin_config {
   manifest cluster;                 // the nodes that may join

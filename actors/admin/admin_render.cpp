@@ -39,7 +39,12 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
     {"joined", joined},
     {"alive", joined && it->second.alive},
     {"heartbeats", joined ? it->second.heartbeats : 0},
+    // Process restarts: as its supervisor counted them, and new processes this head saw join.
+    {"restarts", joined ? it->second.info.restarts : 0},
+    {"rejoins", joined ? it->second.rejoins : 0},
   };
+  if (auto g = st.supervisor_gave_up.find(spec.name); g != st.supervisor_gave_up.end())
+    j["supervisor"] = {{"gave_up", true}, {"reason", g->second}};
   if (joined)
     j["last_heartbeat_ms_ago"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    now - it->second.last_heartbeat)
@@ -176,6 +181,16 @@ std::string render_metrics(const admin_state& st) {
   os << "satrap_registrations_refused_total " << st.registrations_refused << "\n";
   counter("satrap_admin_requests_refused_total", "Submit or cancel requests with a wrong token.");
   os << "satrap_admin_requests_refused_total " << st.requests_refused << "\n";
+  counter("satrap_node_restarts_total", "Restarts of a node's process by its supervisor.");
+  for (auto& [name, n] : st.nodes)
+    os << "satrap_node_restarts_total{node=\"" << name << "\"} " << n.info.restarts << "\n";
+  counter("satrap_node_rejoins_total", "A node's registrations from a new process.");
+  for (auto& [name, n] : st.nodes)
+    os << "satrap_node_rejoins_total{node=\"" << name << "\"} " << n.rejoins << "\n";
+  gauge("satrap_node_supervisor_gave_up", "1 when a node's supervisor stopped restarting it.");
+  for (auto& n : st.config.cluster.nodes)
+    os << "satrap_node_supervisor_gave_up{node=\"" << n.name << "\"} "
+       << st.supervisor_gave_up.count(n.name) << "\n";
   counter("satrap_requests_refused_total",
           "Remote requests refused (unauthorised or forged), by what was asked.");
   for (auto& [what, n] : st.refused)

@@ -17,6 +17,7 @@ struct node_entry {
   bool alive = false;
   std::chrono::steady_clock::time_point last_heartbeat;
   int64_t heartbeats = 0;
+  int64_t rejoins = 0;  // registrations from a new process after the first
   // The node's role actors as of its last heartbeat, with messages/s since the one before.
   struct actor_row {
     actor_stat stat;
@@ -53,6 +54,7 @@ struct admin_state {
   int64_t requests_refused = 0;             // bad admin token
   std::map<std::string, int64_t> refused;   // refused requests by what was asked (/metrics)
   uint64_t internal_key = 0;                // carried by its own ticks and its jobs' progress
+  std::map<std::string, std::string> supervisor_gave_up;  // node -> why its supervisor gave up
   latency_histogram step_latency;
   // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
   std::map<std::string, job_history> history;  // by job id

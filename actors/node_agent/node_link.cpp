@@ -98,7 +98,7 @@ void heartbeat(self_ptr self) {
 
 void do_register(self_ptr self, admin_actor admin) {
   auto& c = self->state.config;
-  node_info info{c.cluster.cluster, c.version, c.node, c.agent, c.token};
+  node_info info{c.cluster.cluster, c.version, c.node, c.agent, c.token, c.restarts};
   self->request(admin, c.register_timeout, register_atom::value, std::move(info))
     .then(
       [self, admin](std::string&) {

@@ -34,6 +34,7 @@ struct node_link_config {
   std::string node;          // this node's name in the manifest
   std::string version;       // satrap version, checked by the head
   std::string token;         // this node's token (never logged)
+  int64_t restarts = 0;      // times this node's process was started again (reported at registration)
   node_agent_actor agent;    // registered with the head
   caf::io::middleman_actor connector;  // plain or TLS middleman actor
   // Knobs (README "Cluster"): how often, how long.

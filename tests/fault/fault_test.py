@@ -10,6 +10,10 @@ scenarios:
   kill_loader_node   kill -9 the node process holding a data loader
   kill_head          kill -9 the head; start it again: it reloads the job table and the job
                      resumes from its newest checkpoint
+  restart_node       kill -9 the node process of the dense trainer and restart nobody by hand:
+                     `satrap up`'s per-host supervisor (satrap supervise) starts it again within
+                     5 s, it rejoins, and /status and /metrics show its restart
+Nodes killed with kill -9 come back by themselves (the per-host supervisor restarts them).
 Each scenario: the job must SUCCEED, its test AUC must be within 0.003 of the undisturbed
 embedded run of the same job (same seed, same checkpoint schedule), the node loss must show in
 /status within twice the heartbeat timeout, and no satrap process may be left. The last line is
@@ -33,6 +37,8 @@ batches = int(sys.argv[3]) if len(sys.argv) > 3 else 1200
 work = tempfile.mkdtemp(prefix=f"satrap-fault-{scenario}.")
 state = os.path.join(work, "state")
 base = 32000 + (os.getpid() % 1500) * 10
+if scenario == "restart_node":
+    base = 5110  # the deployment tests' block of ports (5100-5199)
 status_url = f"http://127.0.0.1:{base + 9}/status"
 manifest = os.path.join(work, "manifest.yaml")
 job = os.path.join(work, "job.yaml")
@@ -164,7 +170,7 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
         return d if ok else None
     doc = wait_for(mid_training, "the job to pass its second checkpoint", 300)
     victim_role = {"kill_shard_node": "embedding_shard", "stop_trainer_node": "dense_trainer",
-                   "kill_loader_node": "data_loader"}.get(scenario)
+                   "kill_loader_node": "data_loader", "restart_node": "dense_trainer"}.get(scenario)
     victim = node_of(doc, victim_role) if victim_role else "head"
     pid = pid_of("head" if victim == "head" else "node-" + victim)
     steps_at_fault = job_record(doc)["steps"]
@@ -174,12 +180,26 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
     else:
         os.kill(pid, signal.SIGKILL)
 
-    detect_s = resume_s = None
+    detect_s = resume_s = back_s = None
+    if scenario == "restart_node":
+        # Nobody restarts it by hand: the supervisor does, and the head sees the new process.
+        def back():
+            d = status()
+            return d and any(n["name"] == victim and n["alive"] and n["restarts"] >= 1
+                             and n["rejoins"] >= 1 for n in d["nodes"])
+        wait_for(back, f"node {victim} to be restarted by its supervisor and rejoin", 10)
+        back_s = time.monotonic() - t_fault
+        if back_s > 5.0:
+            fail(f"node {victim} came back after {back_s:.1f} s (bound 5 s)")
+        if pid_of("node-" + victim) == pid:
+            fail("the node's pid file still names the killed process")
     if victim != "head":
-        # The node is marked dead in /status within twice the heartbeat timeout.
+        # The node is marked dead in /status within twice the heartbeat timeout (or, killed,
+        # already replaced by a new process its supervisor started: a rejoin).
         def node_dead():
             d = status()
-            return d and any(n["name"] == victim and not n["alive"] for n in d["nodes"])
+            return d and any(n["name"] == victim and (not n["alive"] or n["rejoins"] >= 1)
+                             for n in d["nodes"])
         wait_for(node_dead, f"node {victim} marked dead", 2 * HEARTBEAT_TIMEOUT_S + 5)
         detect_s = time.monotonic() - t_fault
         if detect_s > 2 * HEARTBEAT_TIMEOUT_S:
@@ -216,11 +236,15 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
                               else None)(job_record(status())), "the job to end", 600)
     if final["state"] != "SUCCEEDED":
         fail(f"job ended {final['state']}: {final['message']}")
-    if scenario == "kill_shard_node":
-        # The lost node comes back as a new process: it rejoins and can take new actors.
-        start(["node", "--name", victim], "node-" + victim)
+    if victim != "head" and scenario != "stop_trainer_node":
+        # The lost node comes back as a new process (its supervisor restarts it) and rejoins.
         wait_for(lambda: (lambda d: d and any(n["name"] == victim and n["alive"] for n in d["nodes"]))(status()),
                  f"node {victim} to rejoin", 60)
+        with urllib.request.urlopen(status_url.replace("/status", "/metrics"), timeout=2) as r:
+            metrics = r.read().decode()
+        if f'satrap_node_restarts_total{{node="{victim}"}} 0' in metrics \
+                or f'satrap_node_restarts_total{{node="{victim}"}}' not in metrics:
+            fail(f"/metrics shows no restart of {victim}")
     delta = abs(final["test_auc"] - ref["test_auc"])
     print(f"fault_test[{scenario}]: job {job_id} SUCCEEDED; cluster auc {final['test_auc']:.4f}, "
           f"undisturbed {ref['test_auc']:.4f}; restarts {final['restarts']}; "
@@ -235,6 +259,7 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
     if left.stdout.strip():
         fail(f"processes left after satrap down: {left.stdout.split()}")
     print(f"scenario={scenario} victim={victim} steps_at_fault={steps_at_fault} "
+          + (f"node_back_s={back_s:.2f} " if back_s is not None else "") +
           f"detect_s={detect_s:.2f} resume_s={resume_s:.2f} auc={final['test_auc']:.4f} "
           f"auc_reference={ref['test_auc']:.4f} auc_delta={delta:.4f} "
           f"restarts={final['restarts']} batches_replayed={final['batches_replayed']} "

@@ -1,0 +1,116 @@
+#include "cli/k8s_command.hpp"
+
+#include "cli/certs_command.hpp"
+#include "cli/cluster_common.hpp"
+#include "runtime/error.hpp"
+#include "runtime/k8s_objects.hpp"
+#include "runtime/manifest.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+namespace satrap {
+
+void k8s_command::add_to(CLI::App& app) {
+  sub_ = app.add_subcommand(
+    "k8s", "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
+           "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
+           "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
+           "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
+  sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
+    ->required()
+    ->check(CLI::ExistingFile);
+  sub_->add_option("--image", image_, "the satrap image (ops/container/Containerfile)")
+    ->capture_default_str();
+  sub_->add_option("--namespace", namespace_, "Kubernetes namespace (default: the cluster name)");
+  sub_->add_option("--flavor", flavor_, "kubernetes, or podman (Pods with host networking for "
+                                        "`podman kube play`)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"kubernetes", "podman"}));
+  sub_->add_option("--token-file", token_file_, "admin token for the Secret (default: a new "
+                                                "random one)")
+    ->check(CLI::ExistingFile);
+  sub_->add_option("--secrets", secrets_, "include (the two Secrets in the output), external "
+                                          "(left out: objects to keep in git; apply the Secrets "
+                                          "with --secrets only first) or only")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"include", "external", "only"}));
+  sub_->add_option("--certs", certs_dir_, "folder of the cluster's certificates and node tokens "
+                                          "(`satrap certs`; made there when missing; default: the "
+                                          "manifest's security.certs, else "
+                                          ".satrap/<cluster>/certs)");
+  sub_->add_option("--job", job_file_, "job file for the satrap-submit Job (without it the Job "
+                                       "is suspended and holds the default job)")
+    ->check(CLI::ExistingFile);
+  sub_->add_option("-o,--output", output_, "write to FILE instead of stdout");
+}
+
+int k8s_command::run() {
+  manifest m;
+  if (auto err = manifest_load_file(manifest_file_, m)) {
+    std::cerr << "satrap k8s: " << error_text(err) << "\n";
+    return 2;
+  }
+  k8s_options o;
+  o.image = image_;
+  o.ns = namespace_;
+  o.flavor = flavor_ == "podman" ? k8s_flavor::podman : k8s_flavor::kubernetes;
+  o.source = manifest_file_;
+  o.secrets = secrets_ == "only"       ? k8s_secrets::only
+              : secrets_ == "external" ? k8s_secrets::external
+                                       : k8s_secrets::include;
+  if (o.secrets != k8s_secrets::external) {
+    auto dir = certs_dir_.empty() ? cluster_certs_dir(m, cluster_state_dir("", m)) : certs_dir_;
+    if (auto e = make_cluster_certs(m, dir, false); !e.empty()) {
+      std::cerr << "satrap k8s: " << e << "\n";
+      return 1;
+    }
+    for (auto& f : k8s_cert_file_names(m)) {
+      std::ifstream in(dir + "/" + f);
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (!in || text.str().empty()) {
+        std::cerr << "satrap k8s: cannot read " << dir << "/" << f << "\n";
+        return 1;
+      }
+      o.cert_files[f] = text.str();
+    }
+  }
+  if (!token_file_.empty()) {
+    std::ifstream in(token_file_);
+    std::getline(in, o.token);
+    if (o.token.empty()) {
+      std::cerr << "satrap k8s: --token-file " << token_file_ << ": the first line is empty\n";
+      return 2;
+    }
+  } else {
+    std::random_device rd;
+    for (int i = 0; i < 32; ++i)
+      o.token += "0123456789abcdef"[rd() % 16];
+  }
+  if (!job_file_.empty()) {
+    std::ifstream in(job_file_);
+    std::ostringstream text;
+    text << in.rdbuf();
+    o.job_yaml = text.str();
+  }
+  auto yaml = k8s_render(m, o);
+  if (!yaml) {
+    std::cerr << "satrap k8s: " << manifest_file_ << ": " << error_text(yaml.error()) << "\n";
+    return 2;
+  }
+  if (output_.empty()) {
+    std::cout << *yaml;
+    return 0;
+  }
+  std::ofstream out(output_, std::ios::trunc);
+  if (!(out << *yaml)) {
+    std::cerr << "satrap k8s: cannot write " << output_ << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace satrap

@@ -1,0 +1,32 @@
+// `satrap k8s --manifest M [--image IMG] [--namespace NS] [--flavor kubernetes|podman]`: prints
+// the Kubernetes objects that run the cluster of a node manifest (runtime/k8s_objects.hpp), for
+// `satrap k8s ... | kubectl apply -f -` or `podman kube play`. The Secrets carry the admin token
+// and what `satrap certs` makes (made here when missing, in the same folder `satrap up` uses).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace satrap {
+
+class k8s_command {
+ public:
+  void add_to(CLI::App& app);
+  bool parsed() const { return sub_ && sub_->parsed(); }
+  int run();  // exit status
+
+ private:
+  CLI::App* sub_ = nullptr;
+  std::string manifest_file_;
+  std::string image_ = "localhost/satrap:latest";
+  std::string namespace_;
+  std::string flavor_ = "kubernetes";
+  std::string token_file_;
+  std::string secrets_ = "include";
+  std::string certs_dir_;
+  std::string job_file_;
+  std::string output_;
+};
+
+}  // namespace satrap
