@@ -200,7 +200,7 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
                 wait_for(lambda: not node_alive(status(), victim), f"{victim} marked dead", 30)
                 time.sleep(0.5)
                 # A supervisor (satrap supervise) may restart it; else this test does.
-                end = time.monotonic() + 3
+                end = time.monotonic() + 10
                 while time.monotonic() < end and not node_alive(status(), victim):
                     time.sleep(0.2)
                 if not node_alive(status(), victim):
