@@ -2,8 +2,10 @@
 #include "cli/cluster_commands.hpp"
 
 #include "cli/cluster_common.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/progress_line.hpp"
 #include "runtime/error.hpp"
+#include "runtime/text_file.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
@@ -67,33 +69,33 @@ std::string fmt_auc(double x) {
   return buf;
 }
 
-int fail(const char* cmd, const caf::error& e, int status = 1) {
+int fail(const char* cmd, const caf::error& e) {
   std::cerr << "satrap " << cmd << ": " << error_text(e) << "\n";
-  return status;
+  return exit_status_of(e);
 }
 
 }  // namespace
 
 int cluster_commands::run_submit() {
-  std::ifstream in(job_file_);
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = read_text_file(job_file_, job_file_max_bytes, "job file");
+  if (!text)
+    return fail("submit", text.error());
   // Check the file here first, so its errors name the file and line.
   auto spec = job_spec_defaults();
-  if (auto err = job_spec_load_text(text.str(), job_file_, spec))
-    return fail("submit", err, 2);
-  auto yaml = text.str();
+  if (auto err = job_spec_load_text(*text, job_file_, spec))
+    return fail("submit", err);
+  auto yaml = *text;
   if (!resume_dir_.empty()) {  // the job's text with checkpoint.resume_from set
     spec = job_spec_defaults();
     if (auto err = job_spec_load_file(job_file_, spec))
-      return fail("submit", err, 2);
+      return fail("submit", err);
     spec.checkpoint.resume_from = std::filesystem::absolute(resume_dir_).lexically_normal();
     if (spec.checkpoint.dir.empty())
       spec.checkpoint.dir = spec.checkpoint.resume_from;
     yaml = job_spec_to_yaml(spec);
   }
   if (auto err = job_spec_finalize(spec))
-    return fail("submit", err, 2);
+    return fail("submit", err);
   auto s = connect(manifest_file_, state_dir_);
   if (!s)
     return fail("submit", s.error());

@@ -200,14 +200,16 @@ http_response head_http(caf::actor_system& sys, const admin_actor& admin, const 
   } else if (path == "/metrics") {
     ask(metrics_atom::value, "text/plain; version=0.0.4");
   } else if (path == "/healthz") {
-    r = {200, "text/plain", "ok\n"};
+    // With the head's pid: `satrap up` checks that the head it started is the one answering.
+    r = {200, "text/plain", "ok pid=" + std::to_string(::getpid()) + "\n"};
   } else if (path == "/readyz") {
     // Ready when every node of the manifest has joined and is alive.
     self->request(admin, std::chrono::seconds(5), ready_atom::value)
       .receive(
         [&](bool ready, std::string& waiting) {
           r = {ready ? 200 : 503, "text/plain",
-               ready ? "ready\n" : "waiting for nodes: " + waiting + "\n"};
+               ready ? "ready pid=" + std::to_string(::getpid()) + "\n"
+                     : "waiting for nodes: " + waiting + "\n"};
         },
         [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
   } else {
@@ -366,8 +368,15 @@ bool host_is_local(const std::string& host) {
 
 bool pid_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
+// For a child of this process: false once it exited (reaping it: a zombie still answers kill 0,
+// which once hid a head that had died).
+bool child_alive(pid_t pid) {
+  return pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0 && pid_alive(pid);
+}
+
 // Starts `satrap ARGS...` detached, output to `log`; returns its pid.
 pid_t start_process(const std::vector<std::string>& args, const std::string& log) {
+  auto exe = satrap_executable();  // its real path: the process is named satrap, not exe
   auto pid = ::fork();
   if (pid != 0)
     return pid;
@@ -381,7 +390,7 @@ pid_t start_process(const std::vector<std::string>& args, const std::string& log
   for (auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  ::execv("/proc/self/exe", argv.data());
+  ::execv(exe.c_str(), argv.data());
   std::_Exit(127);
 }
 
@@ -433,20 +442,43 @@ int cluster_commands::run_up() {
   int local = 0;
   for (auto& n : m->nodes)
     local += host_is_local(n.host) ? 1 : 0;
-  if (local > 0)
-    launch({"supervise"}, "supervisor");
+  pid_t supervisor_pid = local > 0 ? launch({"supervise"}, "supervisor") : 0;
+  // After a failed start: what this command started goes (the supervisor stops its nodes).
+  auto stop_started = [&] {
+    for (auto pid : {supervisor_pid, head_pid})
+      if (child_alive(pid))
+        ::kill(pid, SIGTERM);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while ((child_alive(supervisor_pid) || child_alive(head_pid))
+           && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
   fs::create_directories(".satrap");
   std::ofstream(".satrap/current") << path << "\n";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s_);
+  // Only the head this command started counts as an answer: another cluster's head on the same
+  // status port once made a second `up` report success while all its processes had died.
+  const auto ours = "ready pid=" + std::to_string(head_pid) + "\n";
+  std::string other;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (!pid_alive(head_pid)) {
-      int status = 0;
-      ::waitpid(head_pid, &status, WNOHANG);
-      std::cerr << "satrap up: the head exited; see " << dir << "/head.log\n";
+    if (!child_alive(head_pid)) {
+      std::cerr << "satrap up: the head exited; see " << dir << "/head.log"
+                << (other.empty() ? std::string{}
+                                  : " (port " + std::to_string(m->head.status_port)
+                                      + " answers for another head, " + other
+                                      + ": is another cluster using this manifest's ports?)")
+                << "\n";
+      stop_started();
       return 1;
     }
     auto r = http_get(m->head.host, m->head.status_port, "/readyz", 1000);
-    if (r.status == 200) {
+    if (r.status == 200 && r.body != ours) {
+      auto at = r.body.find("pid=");
+      other = at == std::string::npos ? "one without a pid" : r.body.substr(at);
+      while (!other.empty() && other.back() == '\n')
+        other.pop_back();
+    }
+    if (r.status == 200 && r.body == ours) {
       std::cout << "cluster '" << m->cluster << "' up: head pid " << head_pid << ", " << local
                 << " local node(s) of " << m->nodes.size() << "; status http://" << m->head.host
                 << ":" << m->head.status_port << "/status; logs in " << dir << "\n";
@@ -455,7 +487,13 @@ int cluster_commands::run_up() {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   std::cerr << "satrap up: the cluster was not ready within " << wait_s_
-            << " s (not every node joined); see the logs in " << dir << "\n";
+            << " s (not every node joined); see the logs in " << dir
+            << (other.empty() ? std::string{}
+                              : "; port " + std::to_string(m->head.status_port)
+                                  + " answers for another head (" + other + ")")
+            << "\n";
+  if (!other.empty())  // not this cluster's to keep: stop what was started
+    stop_started();
   return 1;
 }
 

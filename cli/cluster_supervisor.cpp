@@ -72,6 +72,7 @@ pid_t spawn_node_process(const std::vector<std::string>& args, const std::string
   for (auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  auto exe = satrap_executable();  // its real path: the node is named satrap, not exe
   auto pid = ::fork();
   if (pid != 0)
     return pid;
@@ -83,7 +84,7 @@ pid_t spawn_node_process(const std::vector<std::string>& args, const std::string
   ::dup2(devnull, 0);
   ::dup2(fd, 1);
   ::dup2(fd, 2);
-  ::execve("/proc/self/exe", argv.data(), envp.data());
+  ::execve(exe.c_str(), argv.data(), envp.data());
   std::_Exit(127);
 }
 

@@ -1,6 +1,7 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
 #include "cli/certs_command.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/gen_criteo_command.hpp"
@@ -39,7 +40,17 @@ int main(int argc, char** argv) {
   predict.add_to(app);
   satrap::serve_command serve;
   serve.add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version: CLI11 prints them. Errors: CLI11's message echoes the argument, made
+    // printable; its own codes (105, 106, ...) all mean "bad command line".
+    if (e.get_exit_code() == 0)
+      return app.exit(e);
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n",
+                 satrap::printable(e.what()).c_str());
+    return satrap::exit_bad_input;
+  }
   if (train.parsed())
     return train.run();
   if (gen_criteo.parsed())

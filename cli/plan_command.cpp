@@ -1,5 +1,7 @@
 #include "cli/plan_command.hpp"
 
+#include "cli/exit_status.hpp"
+
 #include "runtime/error.hpp"
 #include "runtime/manifest.hpp"
 #include "runtime/placement.hpp"
@@ -33,7 +35,7 @@ int plan_command::run() {
   auto plan = plan_job(m, *spec);
   if (!plan) {
     std::cerr << "satrap plan: " << error_text(plan.error()) << "\n";
-    return 1;
+    return exit_status_of(plan.error());  // a job that does not fit is refused (2)
   }
   std::cout << plan_to_text(m, *spec, *plan);
   return 0;

@@ -1,5 +1,6 @@
 #include "cli/process_record.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -68,6 +69,14 @@ pid_t process_record_live(const std::string& path) {
   if (hex(cmdline(p)) != args)
     return 0;
   return p;
+}
+
+std::string satrap_executable() {
+  std::error_code ec;
+  auto real = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || real.empty() || !std::filesystem::is_regular_file(real, ec))  // "... (deleted)"
+    return "/proc/self/exe";
+  return real.string();
 }
 
 }  // namespace satrap

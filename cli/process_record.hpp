@@ -21,4 +21,10 @@ bool process_record_write(const std::string& path, pid_t pid, const std::vector<
 // The pid of `path` when that process is alive and still the one recorded, else 0.
 pid_t process_record_live(const std::string& path);
 
+// The real path of this satrap executable (what /proc/self/exe points to), for starting cluster
+// processes under their own name: exec'd through /proc/self/exe they were all named "exe" and
+// `pgrep -x satrap` found none. "/proc/self/exe" when the binary was replaced or removed since.
+// Call before fork (it allocates).
+std::string satrap_executable();
+
 }  // namespace satrap

@@ -315,8 +315,10 @@ void serve_command::add_to(CLI::App& app) {
   model->excludes(watch);
   sub_->add_option("--host", host_, "address to bind")->capture_default_str();
   sub_->add_option("--port", port_, "port to bind")->capture_default_str();
-  sub_->add_option("--threads", threads_, "scoring threads (0: one per core)")->capture_default_str();
-  sub_->add_option("--http-threads", http_threads_, "connections served at once")->capture_default_str();
+  sub_->add_option("--threads", threads_, "scoring threads (0: one per core; at most 1024)")
+    ->capture_default_str()->check(CLI::Range(0, 1024));
+  sub_->add_option("--http-threads", http_threads_, "connections served at once (at most 4096)")
+    ->capture_default_str()->check(CLI::Range(1, 4096));
   sub_->add_option("--max-batch", max_batch_, "instances scored together at most")->capture_default_str();
   sub_->add_option("--max-queue-delay-ms", max_delay_ms_,
                    "wait at most this long for more requests to batch")->capture_default_str();

@@ -1,5 +1,6 @@
 #include "cli/train_command.hpp"
 
+#include "cli/exit_status.hpp"
 #include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
 #include "cli/cluster_common.hpp"
@@ -35,8 +36,8 @@ void train_command::add_to(CLI::App& app) {
   sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();
-  sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core)")
-    ->capture_default_str();
+  sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core; at most 1024)")
+    ->capture_default_str()->check(CLI::Range(0, 1024));
   sub_->add_option("--status-port", status_port_,
                    "serve the dashboard (/) and /status on this port while the job runs")
     ->check(CLI::Range(1, 65535));
@@ -254,7 +255,7 @@ int train_command::run() {
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
         if (status)
           status->on_end(job_state::failed, error_text(e), nullptr);
-        exit_status = 1;
+        exit_status = exit_status_of(e);  // 2 when the job's input was wrong
       });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
   http.stop();

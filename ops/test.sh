@@ -3,7 +3,8 @@
 #   --sanitize   first builds the unit-test programs with ASan+UBSan and asserts on (build-asan/)
 #                and runs their tests there (labels in $SATRAP_ASAN_LABELS, default unit|sim) and
 #                the fuzz corpora replays; a failure there fails the run, after the normal tests.
-# Other arguments go to the normal ctest (e.g. -L unit, -R pipeline).
+# Other arguments go to the normal ctest (e.g. -L unit, -R pipeline). The soak test (label soak,
+# about 10 minutes) is left out: run it with `cd build && ctest -L soak --output-on-failure`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sanitize=0
@@ -37,6 +38,6 @@ fi
 
 cd "$root/build"
 status=0
-ctest --output-on-failure -j "$jobs" "$@" || status=$?
+ctest --output-on-failure -j "$jobs" -LE soak "$@" || status=$?
 [ "$asan_status" != 0 ] && exit "$asan_status"
 exit "$status"

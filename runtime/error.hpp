@@ -8,9 +8,16 @@
 #include <caf/make_message.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <string>
+#include <string_view>
 
 namespace satrap {
+
+// `text` safe to print: control bytes (NUL, ESC, newline, ...), DEL and bytes that are not valid
+// UTF-8 become \xNN escapes; printable ASCII and valid UTF-8 stay as they are. Idempotent (a
+// backslash is left alone), so escaping twice changes nothing.
+std::string printable(std::string_view text);
 
 enum class errc : uint8_t {
   ok = 0,
@@ -19,14 +26,35 @@ enum class errc : uint8_t {
   peer_failure,      // an actor did not answer or answered with an error
   invalid_payload,   // a bulk message did not decode or had the wrong shape
   unauthorized,      // a remote request without the token or identity it needs
+  no_resource,       // the machine cannot: disk full, a read-only or unwritable folder, no memory
 };
 
 const char* to_string(errc x);
 
-inline caf::error make_error(errc x, std::string context) {
+// Error messages often echo input (a value, a key, a path): the context is made printable here,
+// once, so no raw byte of a job file reaches a terminal, a log or a job record.
+inline caf::error make_error(errc x, std::string_view context) {
   return caf::error(static_cast<uint8_t>(x), caf::atom("satrap"),
-                    caf::make_message(std::move(context)));
+                    caf::make_message(printable(context)));
 }
+
+// A failure a restart would meet again (a configuration or resource error: invalid_config,
+// no_resource): the job fails at once with it instead of restarting (actors/README.md).
+bool failure_is_deterministic(const caf::error& e);
+
+// e's satrap code, or `fallback` when e is not a satrap error.
+inline errc errc_of(const caf::error& e, errc fallback) {
+  return e && e.category() == caf::atom("satrap") ? static_cast<errc>(e.code()) : fallback;
+}
+
+// The code for a failed file operation from its message (which carries strerror's text): disk
+// full, quota, read-only file system, permission, not a directory, name too long -> no_resource
+// (a retry fails the same way); anything else -> io_failure.
+errc io_errc_of(std::string_view message);
+
+// An actor's exception handler: the exception as an error with its message (CAF's default says
+// only "runtime_error"); std::bad_alloc -> no_resource, anything else -> peer_failure.
+caf::error exception_error(const std::exception_ptr& e, std::string_view role);
 
 // Text for a user: the satrap context string when there is one, else CAF's rendering.
 std::string error_text(const caf::error& e);

@@ -20,15 +20,19 @@ caf::expected<dataset_cache_result> convert(const job_spec& spec, const char* sp
   dataset_convert_options o;
   o.files = expand_data_files(patterns, "", error);
   if (!error.empty())
-    return make_error(errc::io_failure, std::string("data.") + split + "_files: " + error);
+    return make_error(errc::invalid_config, std::string("data.") + split + "_files: " + error);
   o.format = spec.data.format;
   o.on_error = spec.data.on_error;
   o.chunk_samples = spec.data.chunk_samples;
   o.workers = spec.placement.loaders;
   o.cache_root = job_data_cache_root(spec.data);
+  o.cache_max_bytes = static_cast<uint64_t>(spec.data.cache_max_mib) << 20;
   auto r = dataset_cache_build(o);
   if (!r.error.empty())
-    return make_error(errc::io_failure, "data: " + r.error);
+    return make_error(r.bad_input ? errc::invalid_config : errc::io_failure, "data: " + r.error);
+  if (r.trimmed > 0)
+    spdlog::info("data_cache_trimmed removed={} cap_mib={} root={}", r.trimmed,
+                 spec.data.cache_max_mib, o.cache_root);
   auto& st = r.stats;
   spdlog::info("data_cache_{} split={} files={} samples={} lines={} parse_seconds={:.2f} dir={}",
                r.reused ? "reused" : "built", split, o.files.size(), st.samples, st.lines,

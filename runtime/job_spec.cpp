@@ -2,9 +2,11 @@
 
 #include "models/reference_trainer.hpp"
 #include "runtime/error.hpp"
+#include "runtime/text_file.hpp"
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -326,6 +328,9 @@ std::vector<job_field> make_fields() {
                      uint32_t{1}, uint32_t{1} << 24),
     SATRAP_STRING_FIELD("data.cache_dir", "", "converted data sets; \"\": $TMPDIR/satrap-cache",
                         data.cache_dir),
+    SATRAP_INT_FIELD("data.cache_max_mib", "cache-max-mib",
+                     "size cap of data.cache_dir: least recently used data sets beyond it are "
+                     "deleted (never the job's own; 0: no cap)", data.cache_max_mib, int64_t{0}, i64max),
     SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample", data.synthetic.slots, 1, 1024),
     SATRAP_INT_FIELD("data.synthetic.vocab", "vocab", "distinct ids per slot", data.synthetic.vocab,
                      uint64_t{1}, uint64_t{1} << 40),
@@ -411,6 +416,9 @@ std::vector<job_field> make_fields() {
                      checkpoint.every_seconds, 0, i32max),
     SATRAP_INT_FIELD("checkpoint.full_every", "", "every Nth checkpoint is full, others incremental",
                      checkpoint.full_every, 1, i32max),
+    SATRAP_INT_FIELD("checkpoint.keep", "checkpoint-keep",
+                     "complete checkpoints kept (older ones deleted, but never one the kept "
+                     "ones' incremental chains need; 0: keep all)", checkpoint.keep, 0, i32max),
     SATRAP_STRING_FIELD("checkpoint.resume_from", "resume",
                         "continue from the newest checkpoint in this directory",
                         checkpoint.resume_from),
@@ -520,15 +528,13 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
 }
 
 caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
-  std::ifstream in(path);
-  if (!in)
-    return make_error(errc::io_failure, path + ": cannot open job file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_text_file(path, job_file_max_bytes, "job file");
+  if (!text)
+    return text.error();
   auto train = spec.data.train_files, test = spec.data.test_files, valid = spec.data.validation_files;
   auto cache = spec.data.cache_dir;
   auto ckpt = spec.checkpoint.dir, resume = spec.checkpoint.resume_from;
-  if (auto err = job_spec_load_text(ss.str(), path, spec))
+  if (auto err = job_spec_load_text(*text, path, spec))
     return err;
   // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
   // runs from anywhere.
@@ -646,6 +652,25 @@ caf::error job_spec_finalize(job_spec& spec) {
   if (spec.metrics.group_by >= spec.model.network.slots)
     return bad("metrics.group_by: expected a slot below " + std::to_string(spec.model.network.slots)
                + ", got " + std::to_string(spec.metrics.group_by));
+  // One batch travels as single Cap'n Proto messages (ids, pooled embeddings and their
+  // gradients): each blob must stay under Cap'n Proto's 512 MiB and the frame limit. Checked
+  // here, not by an actor crashing on an overflow.
+  {
+    double ids_per_slot = spec.data.source == data_source::synthetic
+                            ? std::max(1, spec.data.synthetic.ids_per_sample) : 1.0;
+    double per_sample = std::max({net.slots * ids_per_slot * 8.0, net.slots * net.dim * 4.0,
+                                  net.dense_features * 4.0 + 8.0});
+    double bytes = per_sample * static_cast<double>(spec.training.batch_size);
+    if (bytes > static_cast<double>(batch_message_max_bytes)) {
+      auto most = static_cast<int64_t>(static_cast<double>(batch_message_max_bytes) / per_sample);
+      return bad("training.batch_size: a batch of " + std::to_string(spec.training.batch_size)
+                 + " samples is " + std::to_string(static_cast<int64_t>(bytes / 1048576.0))
+                 + " MiB in one message (" + std::to_string(net.slots) + " slots of dim "
+                 + std::to_string(net.dim) + "); at most "
+                 + std::to_string(batch_message_max_bytes >> 20) + " MiB: expected at most "
+                 + std::to_string(most) + " samples per batch");
+    }
+  }
   return caf::none;
 }
 

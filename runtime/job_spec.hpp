@@ -51,6 +51,7 @@ struct data_spec {
   file_source_options reading;          // shuffle, shuffle window, shuffle seed, held-out fraction
   uint32_t chunk_samples = 65536;       // samples per cache chunk file
   std::string cache_dir;                // where converted data sets go; "": $TMPDIR/satrap-cache
+  int64_t cache_max_mib = 20480;        // the cache folder's size cap (LRU data sets go); 0: none
 };
 
 // Where the dense network runs: on the CPU (BLAS), or on a CUDA device (models/cuda/; DLRM only).
@@ -108,6 +109,7 @@ struct checkpoint_spec {
   int64_t every_steps = 0;              // steps (per trainer) between checkpoints; 0: never
   int32_t every_seconds = 0;            // seconds between checkpoints; 0: never
   int32_t full_every = 5;               // every Nth checkpoint is full, the others incremental
+  int32_t keep = 3;                     // complete checkpoints kept (and what their chains need); 0: all
   std::string resume_from;              // a checkpoint directory to continue from (its newest one)
 };
 
@@ -152,6 +154,11 @@ const std::vector<job_field>& job_fields();
 caf::error job_spec_load_file(const std::string& path, job_spec& spec);
 // Same, from text; `origin` names it in errors.
 caf::error job_spec_load_text(const std::string& text, const std::string& origin, job_spec& spec);
+
+// The largest message one batch may need (ids, pooled embeddings, their gradients): half of
+// Cap'n Proto's 512 MiB blob limit and of the default frame limit. job_spec_finalize refuses a
+// batch_size past it.
+inline constexpr uint64_t batch_message_max_bytes = uint64_t{256} << 20;
 
 // Derives the linked fields (model slots from the data, embedding dim from the model) and checks
 // what a single key cannot: call after loading and overriding.

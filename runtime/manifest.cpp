@@ -1,6 +1,7 @@
 #include "runtime/manifest.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/text_file.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -16,7 +17,7 @@ namespace satrap {
 bool parse_bytes(const std::string& text, uint64_t& out) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || !(v >= 0))
+  if (end == text.c_str() || !(v >= 0) || !std::isfinite(v))  // no inf, nan or 1e999
     return false;
   std::string unit(end);
   unit.erase(0, unit.find_first_not_of(' '));
@@ -27,6 +28,8 @@ bool parse_bytes(const std::string& text, uint64_t& out) {
   };
   for (auto& [name, scale] : units)
     if (unit == name) {
+      if (v * scale > bytes_max)  // 1e300PiB is no size (it was once read as 8 EiB)
+        return false;
       out = static_cast<uint64_t>(std::llround(v * scale));
       return true;
     }
@@ -194,7 +197,7 @@ struct loader {
     if (!m)
       return fail(r, where + ".memory: missing (expected a size such as 64GiB or 12TB)");
     if (!m.IsScalar() || !parse_bytes(m.Scalar(), out.memory_bytes) || out.memory_bytes == 0)
-      return fail(m, where + ".memory: expected a size such as 64GiB or 12TB, got '"
+      return fail(m, where + ".memory: expected a size such as 64GiB or 12TB (at most 1EiB), got '"
                        + (m.IsScalar() ? m.Scalar() : std::string("?")) + "'");
     return caf::none;
   }
@@ -312,12 +315,10 @@ caf::error manifest_load_text(const std::string& text, const std::string& origin
 }
 
 caf::error manifest_load_file(const std::string& path, manifest& out) {
-  std::ifstream in(path);
-  if (!in)
-    return make_error(errc::io_failure, path + ": cannot open manifest");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return manifest_load_text(ss.str(), path, out);
+  auto text = read_text_file(path, manifest_file_max_bytes, "manifest");
+  if (!text)
+    return text.error();
+  return manifest_load_text(*text, path, out);
 }
 
 }  // namespace satrap

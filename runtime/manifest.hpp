@@ -91,7 +91,9 @@ std::string cluster_name_problem(const std::string& name);
 caf::error manifest_load_text(const std::string& text, const std::string& origin, manifest& out);
 caf::error manifest_load_file(const std::string& path, manifest& out);
 
-// "12TB", "680GiB", "1048576" -> bytes; false when the text is not a size.
+// "12TB", "680GiB", "1048576" -> bytes; false when the text is not a size (negative, inf, nan,
+// or more than bytes_max).
+inline constexpr double bytes_max = 0x1p60;  // 1 EiB
 bool parse_bytes(const std::string& text, uint64_t& out);
 // Bytes for people: "1.5 TiB", "512 MiB".
 std::string format_bytes(double bytes);

@@ -148,7 +148,10 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   double batch_ids = static_cast<double>(t.batch_size) * net.slots * spec.data.synthetic.ids_per_sample;
   double pooled = static_cast<double>(t.batch_size) * net.slots * net.dim * 4.0;
   constexpr double mib = 1024.0 * 1024.0;
-  p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + 256 * mib), 0.5, 0};
+  // A count-min admission sketch is allocated whole in every shard.
+  double sketch = e.admission == admission_kind::count_min
+                    ? static_cast<double>(e.sketch_width) * e.sketch_depth * 2.0 : 0.0;
+  p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + sketch + 256 * mib), 0.5, 0};
   // Aggregators keep each in-flight batch's de-dup map and pooled rows for every trainer they serve.
   double per_batch = batch_ids * (8 + 4 + 8) + pooled * 2;
   double batches = in_flight * pl.trainers / pl.aggregators + 1;

@@ -249,6 +249,10 @@ caf::result<std::string> on_submit(self_ptr self, const std::string& token,
     return err;
   if (auto err = job_spec_finalize(spec))
     return err;
+  // A job that cannot fit the cluster (memory, cores, GPUs: too many shards, an over-large
+  // sketch) is refused now, with what is missing, rather than failing when it would start.
+  if (auto plan = plan_job(st.config.cluster, spec); !plan)
+    return plan.error();
   job_record j;
   j.id = "j" + std::to_string(st.next_id++);
   j.name = spec.name;

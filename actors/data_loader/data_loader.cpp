@@ -3,6 +3,7 @@
 #include "runtime/actor_meter.hpp"
 
 #include "runtime/batch_key.hpp"
+#include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -61,6 +62,11 @@ capnp_payload make_dense_batch(const batch& b, int8_t split, int32_t group_by) {
 
 data_loader_actor::behavior_type
 loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
+  // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
+  // bare "runtime_error": the supervisor's record and its restart decision see the cause.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
+    return exception_error(e, "data loader");
+  });
   self->state.config = std::move(config);
   self->state.meter = meter_handle("data_loader", self->state.config.index, self->state.config.job);
   return {

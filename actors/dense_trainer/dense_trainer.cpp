@@ -490,6 +490,11 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
 
 dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
                                                     std::shared_ptr<std::unique_ptr<dense_model>> model) {
+  // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
+  // bare "runtime_error": the supervisor's record and its restart decision see the cause.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
+    return exception_error(e, "dense trainer");
+  });
   auto& st = self->state;
   st.config = std::move(config);
   st.model = std::move(*model);

@@ -108,9 +108,9 @@ caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::stri
   auto info = snapshot_write_shard(*st.table, root, sequence,
                                    static_cast<uint32_t>(st.config.shard),
                                    full ? snapshot_kind::full : snapshot_kind::incremental);
-  if (!info)
-    return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
-                                          + ": snapshot: " + info.error());
+  if (!info)  // disk full or a read-only folder: no_resource (the job fails, no restart)
+    return make_error(io_errc_of(info.error()), "shard " + std::to_string(st.config.shard)
+                                                  + ": snapshot: " + info.error());
   if (st.config.audit) {
     std::ofstream out(ledger_path(root, sequence, st.config.shard), std::ios::trunc);
     for (auto [batch, times] : st.applied)
@@ -156,6 +156,11 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
 embedding_shard_actor::behavior_type
 shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
                embedding_shard_config config) {
+  // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
+  // bare "runtime_error": the supervisor's record and its restart decision see the cause.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
+    return exception_error(e, "embedding shard");
+  });
   auto& st = self->state;
   st.config = std::move(config);
   st.table = std::make_unique<embedding_table>(st.config.embedding);

@@ -283,6 +283,11 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
 
 gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
                                                              gradient_aggregator_config config) {
+  // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
+  // bare "runtime_error": the supervisor's record and its restart decision see the cause.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
+    return exception_error(e, "gradient aggregator");
+  });
   self->state.config = std::move(config);
   self->state.meter = meter_handle("gradient_aggregator", self->state.config.index,
                                    self->state.config.job);

@@ -1,5 +1,6 @@
 #include "actors/job_supervisor/job_checkpoint.hpp"
 
+#include "models/embedding/embedding_snapshot.hpp"
 #include "models/embedding/snapshot_file.hpp"
 #include "runtime/error.hpp"
 
@@ -8,7 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 namespace satrap {
@@ -25,7 +28,8 @@ std::string seq_text(uint64_t seq) {
 
 std::string meta_name(uint64_t seq) { return "checkpoint-" + seq_text(seq) + ".json"; }
 
-caf::error io_error(const std::string& what) { return make_error(errc::io_failure, what); }
+// Disk full, a read-only folder and such are no_resource: the job fails at once, no restart.
+caf::error io_error(const std::string& what) { return make_error(io_errc_of(what), what); }
 
 }  // namespace
 
@@ -121,6 +125,88 @@ caf::expected<std::optional<checkpoint_meta>> checkpoint_latest(const std::strin
     return make_error(errc::invalid_config, path + ": sequence " + std::to_string(m.sequence)
                                               + " does not match its file name");
   return std::optional<checkpoint_meta>{std::move(m)};
+}
+
+namespace {
+
+// Sequences of the files named <prefix><8 digits><suffix> in `dir`.
+std::map<uint64_t, std::vector<fs::path>> numbered(const fs::path& dir, const std::regex& re) {
+  std::map<uint64_t, std::vector<fs::path>> out;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    auto name = e.path().filename().string();
+    if (std::regex_match(name, m, re))
+      out[std::stoull(m[1].str())].push_back(e.path());
+  }
+  return out;
+}
+
+uint64_t tree_bytes(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec))
+    return fs::file_size(p, ec);
+  uint64_t n = 0;
+  for (auto& e : fs::recursive_directory_iterator(p, ec))
+    if (e.is_regular_file(ec))
+      n += e.file_size(ec);
+  return n;
+}
+
+}  // namespace
+
+caf::expected<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t keep) {
+  checkpoint_prune_stats stats;
+  static const std::regex meta_re("checkpoint-([0-9]{8})\\.json(\\.tmp)?");
+  static const std::regex dense_re("dense-([0-9]{8})\\.bin(\\.tmp)?");
+  static const std::regex snap_re("snap-([0-9]{8})");
+  if (keep <= 0)
+    return stats;
+  auto metas = numbered(dir, meta_re);
+  std::vector<uint64_t> complete;
+  for (auto& [seq, paths] : metas)
+    for (auto& p : paths)
+      if (p.extension() == ".json")
+        complete.push_back(seq);
+  if (complete.size() <= static_cast<size_t>(keep))
+    return stats;
+  const uint64_t newest = complete.back();
+  std::set<uint64_t> kept(complete.end() - keep, complete.end());
+  // The kept checkpoints' snapshots and their parents back to a full one.
+  auto root = checkpoint_embedding_root(dir);
+  std::set<uint64_t> needed;
+  for (auto seq : kept)
+    for (uint64_t s = seq; s != 0 && !needed.count(s);) {
+      needed.insert(s);
+      auto parent = snapshot_parent(root, s);
+      if (!parent)
+        return make_error(errc::io_failure, "checkpoint retention: " + parent.error()
+                                              + " (nothing deleted)");
+      s = parent.value();
+    }
+  auto remove = [&](const fs::path& p) {
+    auto bytes = tree_bytes(p);
+    std::error_code ec;
+    fs::remove_all(p, ec);
+    if (!ec)
+      stats.bytes_freed += bytes;
+    return !ec;
+  };
+  for (auto& [seq, paths] : metas)  // manifests first: these checkpoints are no longer complete
+    if (seq < newest && !kept.count(seq))
+      for (auto& p : paths)
+        if (remove(p) && p.extension() == ".json")
+          ++stats.checkpoints_removed;
+  for (auto& [seq, paths] : numbered(dir, dense_re))
+    if (seq < newest && !kept.count(seq))
+      for (auto& p : paths)
+        remove(p);
+  for (auto& [seq, paths] : numbered(root, snap_re))
+    if (seq < newest && !needed.count(seq))
+      for (auto& p : paths)
+        if (remove(p))
+          ++stats.snapshots_removed;
+  return stats;
 }
 
 caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,

@@ -50,6 +50,20 @@ caf::error checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
                                   const capnp_payload& state);
 // Writes checkpoint-<seq>.json atomically (a temporary file renamed): the commit point.
 caf::error checkpoint_write_meta(const std::string& dir, const checkpoint_meta& meta);
+// Retention (checkpoint.keep): deletes what the newest `keep` complete checkpoints do not need.
+// Kept: every file of a checkpoint at or after the newest complete one (a later one may be being
+// written), the newest `keep` complete checkpoints, and every embedding snapshot an incremental
+// chain of theirs reaches back to (their parents, to the full one). Deleted, in this order so a
+// crash midway leaves no complete checkpoint with missing parts: the manifests
+// (checkpoint-<seq>.json, and leftover .tmp), the dense files, then the snapshots. keep == 0
+// keeps everything. When a kept chain cannot be read back, nothing is deleted (the error says why).
+struct checkpoint_prune_stats {
+  int64_t checkpoints_removed = 0;   // checkpoint manifests deleted
+  int64_t snapshots_removed = 0;     // embedding snapshot folders deleted
+  uint64_t bytes_freed = 0;
+};
+caf::expected<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t keep);
+
 // The dense state of `meta`, checked against its size and checksum.
 caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,
                                                    const checkpoint_meta& meta);

@@ -145,14 +145,16 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
                                                  st.config.spec.model.embedding, files);
           caf::error err;
           if (!written)
-            err = make_error(errc::io_failure, "embedding snapshot manifest: " + written.error());
+            err = make_error(io_errc_of(written.error()),
+                             "embedding snapshot manifest: " + written.error());
           if (!err)
             err = checkpoint_write_dense(st.ckpt_dir, meta, state);
           if (!err)
             err = checkpoint_write_meta(st.ckpt_dir, meta);
           if (err) {
-            fail_job(self, make_error(errc::io_failure, "checkpoint at step " + std::to_string(step)
-                                                          + ": " + error_text(err)));
+            fail_job(self, make_error(errc_of(err, errc::io_failure),
+                                      "checkpoint at step " + std::to_string(step) + ": "
+                                        + error_text(err)));
             return;
           }
           st.sequence = meta.sequence;
@@ -169,6 +171,13 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
           auto ms = std::chrono::duration<double, std::milli>(self->clock().now() - started).count();
           spdlog::info("checkpoint_written step={} sequence={} full={} rows={} ms={:.0f} dir={}",
                        step, meta.sequence, meta.full, meta.embedding_rows, ms, st.ckpt_dir);
+          // checkpoint.keep: older checkpoints go, never the newest nor a kept chain's parents.
+          if (auto pruned = checkpoint_prune(st.ckpt_dir, st.config.spec.checkpoint.keep); !pruned)
+            spdlog::warn("checkpoint_prune_failed error=\"{}\"", error_text(pruned.error()));
+          else if (pruned->checkpoints_removed + pruned->snapshots_removed > 0)
+            spdlog::info("checkpoints_pruned checkpoints={} snapshots={} bytes={}",
+                         pruned->checkpoints_removed, pruned->snapshots_removed,
+                         pruned->bytes_freed);
           for (auto& p : st.on_demand)
             p.deliver(step);
           st.on_demand.clear();
@@ -176,7 +185,13 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
           next();
         },
         [self, gen, step](const caf::error& e) {
-          on_failure(self, gen, "checkpoint at step " + std::to_string(step) + ": " + error_text(e));
+          auto what = "checkpoint at step " + std::to_string(step) + ": " + error_text(e);
+          if (failure_is_deterministic(e)) {  // disk full, read-only folder: a restart fails again
+            if (gen == self->state.generation)
+              fail_job(self, make_error(errc_of(e, errc::no_resource), what));
+            return;
+          }
+          on_failure(self, gen, what);
         });
 }
 

@@ -164,7 +164,14 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
     st.lost_nodes.insert(node);
     on_failure(self, st.generation, "node " + node + " lost (connection dropped or heartbeats stopped)");
   } else if (msg.reason) {
-    on_failure(self, st.generation, "an actor on node " + node + " failed: " + error_text(msg.reason));
+    auto what = "an actor on node " + node + " failed: " + error_text(msg.reason);
+    // A configuration or resource error (out of memory, disk full) would fail again after a
+    // restart: the job fails at once, with the actor's own message.
+    if (failure_is_deterministic(msg.reason) && st.done && st.done->pending() && !st.finishing) {
+      fail_job(self, make_error(errc_of(msg.reason, errc::no_resource), what));
+      return;
+    }
+    on_failure(self, st.generation, what);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +25,7 @@ struct file_result {
   std::vector<manifest_chunk> chunks;
   dataset_stats stats;
   std::string error;  // fail policy: the first bad line; or an I/O error
+  bool bad_input = false;  // the error is the file's (cannot open, a bad line), not a write's
 };
 
 std::string options_key(const dataset_convert_options& o) {
@@ -74,6 +76,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
   line_reader in(path);
   if (!in.is_open()) {
     r.error = path + ": cannot open: " + in.error();
+    r.bad_input = true;
     return r;
   }
   chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format));
@@ -97,11 +100,13 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
                                                    + std::to_string(text_line_bytes_max) + " bytes"})
                  : parse_text_line(line, o.format, sample);
     if (err) {
-      if (o.on_error == on_error_policy::fail)
+      if (o.on_error == on_error_policy::fail) {
         r.error = where(path, in.line_number(), err->column) + ": " + err->reason + ": expected "
                   + err->expected;
-      else
+        r.bad_input = true;
+      } else {
         ++r.stats.skipped[err->reason];
+      }
       continue;
     }
     chunk.add(sample);
@@ -109,8 +114,10 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     if (chunk.samples() == o.chunk_samples)
       flush();
   }
-  if (r.error.empty() && !in.error().empty())
+  if (r.error.empty() && !in.error().empty()) {
     r.error = path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: " + in.error();
+    r.bad_input = true;  // a damaged gzip stream or a truncated file
+  }
   if (r.error.empty() && chunk.samples() > 0)
     flush();
   r.stats.text_bytes = in.bytes();
@@ -128,7 +135,7 @@ void merge(dataset_stats& into, const dataset_stats& from) {
 // Converts every file with `workers` threads. An error stops every worker; of the errors found,
 // the one of the earliest file is reported.
 std::string convert_all(const dataset_convert_options& o, const std::string& dir,
-                        dataset_manifest& m) {
+                        dataset_manifest& m, bool& bad_input) {
   std::vector<file_result> results(o.files.size());
   std::atomic<bool> stop{false};
   auto work = [&](size_t first) {
@@ -147,8 +154,10 @@ std::string convert_all(const dataset_convert_options& o, const std::string& dir
   for (auto& t : threads)
     t.join();
   for (auto& r : results) {
-    if (!r.error.empty())
+    if (!r.error.empty()) {
+      bad_input = r.bad_input;
       return r.error;
+    }
     m.chunks.insert(m.chunks.end(), r.chunks.begin(), r.chunks.end());
     merge(m.stats, r.stats);
   }
@@ -161,10 +170,12 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   dataset_cache_result out;
   if (auto want = text_format_check(o.format); !want.empty()) {
     out.error = "expected " + want;
+    out.bad_input = true;
     return out;
   }
   if (o.files.empty()) {
     out.error = "no data files";
+    out.bad_input = true;
     return out;
   }
   dataset_manifest m;
@@ -175,6 +186,10 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
     out.dir = dir;
     out.stats = old.stats;
     out.reused = true;
+    std::error_code ec;  // used now: the last a size cap deletes
+    fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
+    if (o.cache_max_bytes > 0)
+      out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
     return out;
   }
   std::error_code ec;
@@ -186,7 +201,7 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
   auto start = std::chrono::steady_clock::now();
-  if (auto err = convert_all(o, dir, m); !err.empty()) {
+  if (auto err = convert_all(o, dir, m, out.bad_input); !err.empty()) {
     out.error = err;
     return out;
   }
@@ -198,7 +213,47 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   }
   out.dir = dir;
   out.stats = m.stats;
+  if (o.cache_max_bytes > 0)
+    out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
   return out;
+}
+
+int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir) {
+  struct entry {
+    fs::path dir;
+    fs::file_time_type used;
+    uint64_t bytes = 0;
+  };
+  std::vector<entry> sets;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory(ec))
+      continue;
+    entry x{e.path(), {}, 0};
+    for (auto& f : fs::recursive_directory_iterator(e.path(), ec))
+      if (f.is_regular_file(ec))
+        x.bytes += f.file_size(ec);
+    total += x.bytes;
+    x.used = fs::last_write_time(e.path() / "manifest.bin", ec);
+    if (ec)  // no manifest: being converted (or abandoned); counted, not deleted
+      continue;
+    if (fs::equivalent(e.path(), keep_dir, ec))
+      continue;
+    sets.push_back(std::move(x));
+  }
+  std::sort(sets.begin(), sets.end(), [](auto& a, auto& b) { return a.used < b.used; });
+  int removed = 0;
+  for (auto& s : sets) {
+    if (total <= max_bytes)
+      break;
+    fs::remove_all(s.dir, ec);
+    if (ec)
+      continue;
+    total -= s.bytes;
+    ++removed;
+  }
+  return removed;
 }
 
 std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
@@ -216,8 +271,17 @@ std::vector<std::string> expand_data_files(const std::vector<std::string>& patte
       error = text + ": no such data file" + (p != text ? " (from '" + p + "')" : "");
       return {};
     }
-    for (size_t i = 0; i < g.gl_pathc; ++i)  // glob sorts its matches
+    for (size_t i = 0; i < g.gl_pathc; ++i) {  // glob sorts its matches
+      // Only regular files: /dev/zero or a FIFO has no end (it once spun forever), a folder no lines.
+      std::error_code ec;
+      if (!fs::is_regular_file(g.gl_pathv[i], ec)) {
+        error = std::string(g.gl_pathv[i]) + ": not a regular file (a data file must be a plain "
+                "file, not a device, FIFO or folder)";
+        ::globfree(&g);
+        return {};
+      }
       files.emplace_back(g.gl_pathv[i]);
+    }
     ::globfree(&g);
   }
   return files;

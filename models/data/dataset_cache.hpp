@@ -29,6 +29,7 @@ struct dataset_convert_options {
   uint32_t chunk_samples = 65536;              // samples per chunk file (the last of a file fewer)
   int workers = 1;                             // conversion threads (files are dealt round-robin)
   std::string cache_root;                      // folder of the caches (created when missing)
+  uint64_t cache_max_bytes = 0;                // cap of cache_root: see dataset_cache_trim; 0: none
 };
 
 struct dataset_stats {
@@ -44,9 +45,20 @@ struct dataset_cache_result {
   dataset_stats stats;    // of the conversion (read back from the manifest when reused)
   bool reused = false;    // true when a matching cache was found
   std::string error;      // "" or what went wrong, e.g. "a.libfm:12:7: bad_label: expected ..."
+  int trimmed = 0;        // other data sets deleted for the cache's size cap
+  bool bad_input = false; // the error is the data's (a bad line, a file that cannot be opened or
+                          // is not a regular file), not the machine's (a cache write that failed)
 };
 
+// Converts (or reuses, marking it used now) the data set's cache, then trims cache_root to
+// cache_max_bytes (dataset_cache_trim, keeping this data set).
 dataset_cache_result dataset_cache_build(const dataset_convert_options& options);
+
+// Deletes whole cached data sets under `root`, least recently used first (by their manifest's
+// modification time, which a reuse refreshes), until the folder holds at most `max_bytes`; never
+// `keep_dir`. A folder without a manifest is a conversion in progress (or an abandoned one) and
+// is left alone. Returns the data sets deleted.
+int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir);
 
 // Expands `patterns` (paths or globs, relative ones against `base_dir` when it is not empty),
 // in order, each glob's matches sorted. A pattern that matches nothing is an error.

@@ -137,6 +137,15 @@ std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
 }  // namespace
 
 
+result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence) {
+  auto mf = open_manifest(root, sequence);
+  if (!mf) return make_model_error(mf.error());
+  if (mf->manifest.sequence != sequence || mf->manifest.parent >= sequence)
+    return make_model_error(mf->dir + "/MANIFEST: sequence " + std::to_string(mf->manifest.sequence)
+                            + ", parent " + std::to_string(mf->manifest.parent) + ": not a chain");
+  return mf->manifest.parent;
+}
+
 result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const std::string& root,
                                                 uint64_t sequence, const snapshot_keep& keep) {
   if (table.size() != 0) return make_model_error("snapshot restore: the table must be empty");

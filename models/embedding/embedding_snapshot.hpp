@@ -61,6 +61,9 @@ result<ok_t> snapshot_write(std::span<embedding_table* const> tables, const std:
 // Sequences of the complete snapshots under root (with a manifest), ascending.
 std::vector<uint64_t> snapshot_list(const std::string& root);
 
+// The parent of complete snapshot `sequence` (0: it is full), from its checked MANIFEST.
+result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence);
+
 using snapshot_keep = std::function<bool(uint64_t id)>;
 // Loads snapshot `sequence` and its parents into `table` (which must be empty), keeping the ids
 // keep(id) accepts (all when keep is empty). The table is then marked at `sequence`.

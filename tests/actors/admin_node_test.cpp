@@ -109,6 +109,35 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
   self->send_exit(agent, caf::exit_reason::user_shutdown);
 }
 
+// Robustness item 4: a job the cluster cannot hold (too many shards for its memory, an over-large
+// admission sketch) or whose batch overflows a message is refused at submission, with the cause.
+TEST_CASE("admin: a job that cannot fit the cluster is refused at submission") {
+  scratch_dir dir("fit");
+  manifest m;
+  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                                   "resources: {cores: 16, memory: 64GiB}}\n",
+                                   "test", m));
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  admin_config ac{m, "v", "token", dir.path.string(), {}, {}};
+  auto admin = spawn_admin(sys, ac);
+  auto submit = [&](const std::string& yaml) {
+    std::string out;
+    self->request(admin, std::chrono::seconds(10), submit_atom::value, std::string("token"), yaml)
+      .receive([&](std::string& id) { out = "id " + id; },
+               [&](caf::error& e) { out = error_text(e); });
+    return out;
+  };
+  CHECK(submit("placement: {shards: 4096, partitions: 4096}\n").find("plan does not fit") != std::string::npos);
+  CHECK(submit("model: {embedding: {admission: count_min, sketch_width: 1073741824, sketch_depth: 16}}\n")
+          .find("plan does not fit") != std::string::npos);
+  CHECK(submit("training: {batch_size: 1048576}\n").find("expected at most") != std::string::npos);
+  CHECK(submit("name: fits\n").rfind("id ", 0) == 0);
+  self->send_exit(admin, caf::exit_reason::user_shutdown);
+}
+
 // Defects 2 and 4: the node agent kept every job's opened data (a mapped chunk store) forever,
 // and converted file data inside a CAF worker thread. Now it keeps the newest jobs_kept jobs and
 // opens file data on a thread of its own.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A deliberately damaged libfm file: on_error fail stops with file:line:column, the reason and
-# what was expected (exit 1); on_error skip trains on the good lines and reports each reason's
+# what was expected (exit 2: bad input); on_error skip trains on the good lines and reports each reason's
 # count at the end.
 # usage: damaged_data.sh SATRAP WORKDIR
 set -eu
@@ -39,7 +39,7 @@ out=$("$satrap" train --job "$work/fail.yaml" 2>&1)
 status=$?
 set -e
 echo "$out"
-[ "$status" -eq 1 ]
+[ "$status" -eq 2 ]  # a bad data file is bad input
 echo "$out" | grep -q "train.libfm:101:1: bad_label: expected a label -1, 0 or 1"
 out=$("$satrap" train --job "$work/skip.yaml" --json)
 echo "$out"

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Soak: the 3-node loopback cluster runs many short jobs back to back (CTest label `soak`, not in
+the default CI run: `cd build && ctest -L soak --output-on-failure`).
+
+usage: soak_test.py SATRAP_BINARY [JOBS] [TRAIN_BATCHES]
+
+Every job must SUCCEED. During every third job a random node of node-1 and node-2 is kill -9-ed
+mid-training and started again (node-0 and the head are never killed: they are the processes
+whose growth is measured); during every other job a checkpoint is asked for. After the first
+few jobs (the baseline is taken after job 6) the resident memory, open files and threads of the
+head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
+checkpoint folder holds at most checkpoint.keep complete checkpoints. Loopback ports 5640-5649.
+The last line: jobs=.. succeeded=.. rss_growth_pct=.. fds_growth=.. threads_growth=.. state_dir_mb=..
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+satrap = os.path.abspath(sys.argv[1])
+jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+batches = int(sys.argv[3]) if len(sys.argv) > 3 else 600
+KEEP = 2
+BASELINE_JOB = 6
+seed = int(os.environ.get("SATRAP_SOAK_SEED", "14"))
+rng = random.Random(seed)
+work = tempfile.mkdtemp(prefix="satrap-soak.")
+state = os.path.join(work, "state")
+base = 5640
+status_url = f"http://127.0.0.1:{base + 9}/status"
+manifest = os.path.join(work, "manifest.yaml")
+started = []
+
+
+def fail(msg):
+    print(f"soak_test (seed {seed}): FAIL: {msg}", file=sys.stderr)
+    for name in sorted(os.listdir(state)) if os.path.isdir(state) else []:
+        if name.endswith(".log"):
+            with open(os.path.join(state, name), errors="replace") as f:
+                lines = f.readlines()[-20:]
+            print(f"== {name}\n" + "".join(lines), file=sys.stderr)
+    raise SystemExit(1)
+
+
+def common():
+    return ["--manifest", manifest, "--state-dir", state]
+
+
+def run(*args, check=True, timeout=120):
+    r = subprocess.run([satrap, *args], cwd=work, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        fail(f"satrap {' '.join(args)}: exit {r.returncode}: {r.stdout} {r.stderr}")
+    return r
+
+
+def status():
+    try:
+        with urllib.request.urlopen(status_url, timeout=2) as r:
+            return json.loads(r.read())
+    except Exception:
+        return None
+
+
+def wait_for(pred, what, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    fail(f"timed out waiting for {what}")
+
+
+def pid_of(name):
+    with open(os.path.join(state, name + ".pid")) as f:
+        return int(f.readline().strip())
+
+
+def start(args, name):
+    """Starts a satrap process as `satrap up` does (log and pid record in the state dir)."""
+    log = open(os.path.join(state, name + ".log"), "a")
+    argv = [satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")]
+    p = subprocess.Popen(argv, cwd=work, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+    with open(f"/proc/{p.pid}/stat") as f:
+        start_time = f.read().rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(state, name + ".pid"), "w") as f:
+        f.write(f"{p.pid}\n{start_time}\n{(chr(0).join(argv) + chr(0)).encode().hex()}\n")
+    started.append(p)
+    return p
+
+
+def proc_figures(pid):
+    rss = threads = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd")), threads
+
+
+def node_alive(doc, name):
+    return doc and any(n["name"] == name and n["alive"] for n in doc["nodes"])
+
+
+def job_of(doc, job_id):
+    if not doc:
+        return None
+    for j in doc["jobs"]:
+        if j["id"] == job_id:
+            return j
+    return None
+
+
+def dir_mb(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total / 1048576.0
+
+
+def cleanup():
+    for p in started:
+        try:
+            os.kill(p.pid, signal.SIGCONT)
+        except OSError:
+            pass
+    subprocess.run([satrap, "down", *common()], cwd=work, capture_output=True)
+    for p in started:
+        try:
+            p.kill()
+            p.wait(timeout=5)
+        except Exception:
+            pass
+
+
+def main():
+    with open(manifest, "w") as f:
+        f.write(f"""cluster: soak-{os.getpid()}
+head: {{host: 127.0.0.1, port: {base}, status_port: {base + 9}}}
+nodes:
+  - name: node-{{i}}
+    count: 3
+    host: 127.0.0.1
+    port: {base + 1}
+    resources: {{cores: 2, memory: 4GiB, gpus: 0}}
+""")
+    run("up", *common(), "--wait", "60", timeout=120)
+    watched = ["head", "node-node-0"]  # pid records: head.pid, node-<name>.pid
+    baseline = None
+    succeeded = 0
+    kills = checkpoints_asked = 0
+    t0 = time.monotonic()
+    for i in range(1, jobs + 1):
+        job = os.path.join(work, f"job-{i}.yaml")
+        ckpt = os.path.join(work, "ckpt", f"job-{i}")
+        with open(job, "w") as f:
+            f.write(f"""name: soak-{i}
+training: {{train_batches: {batches}}}
+checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
+""")
+        job_id = run("submit", job, *common()).stdout.split()[2]
+        kill = i % 3 == 0
+        ask_checkpoint = i % 2 == 0
+
+        def running_past(steps):
+            def pred():
+                j = job_of(status(), job_id)
+                if j and j["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    return j
+                return j if j and j["state"] == "RUNNING" and j["steps"] >= steps else None
+            return pred
+        if ask_checkpoint:
+            j = wait_for(running_past(20), f"job {i} to run", 120)
+            if j["state"] == "RUNNING":
+                r = run("checkpoint", job_id, *common(), check=False, timeout=300)
+                if r.returncode == 0:
+                    checkpoints_asked += 1
+                elif "finishing" not in r.stderr:
+                    fail(f"job {i}: satrap checkpoint: {r.stderr.strip()}")
+        if kill:
+            j = wait_for(running_past(60), f"job {i} to pass step 60", 180)
+            if j["state"] == "RUNNING":
+                victim = rng.choice(["node-1", "node-2"])
+                os.kill(pid_of("node-" + victim), signal.SIGKILL)
+                kills += 1
+                wait_for(lambda: not node_alive(status(), victim), f"{victim} marked dead", 30)
+                time.sleep(0.5)
+                # A supervisor (satrap supervise) may restart it; else this test does.
+                end = time.monotonic() + 10
+                while time.monotonic() < end and not node_alive(status(), victim):
+                    time.sleep(0.2)
+                if not node_alive(status(), victim):
+                    start(["node", "--name", victim], "node-" + victim)
+                wait_for(lambda: node_alive(status(), victim), f"{victim} to rejoin", 60)
+        final = wait_for(lambda: (lambda j: j if j and j["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                                  else None)(job_of(status(), job_id)), f"job {i} to end", 600)
+        if final["state"] != "SUCCEEDED":
+            fail(f"job {i} ({job_id}) ended {final['state']}: {final['message']}")
+        succeeded += 1
+        complete = glob.glob(os.path.join(ckpt, "checkpoint-*.json"))
+        if len(complete) > KEEP:
+            fail(f"job {i}: {len(complete)} complete checkpoints in {ckpt} (keep {KEEP})")
+        time.sleep(0.5)  # the job's actors stop after its result
+        figures = {name: proc_figures(pid_of(name)) for name in watched}
+        doc = status()
+        actors = len(doc["actors"]) if doc else -1
+        print(f"job {i:2d} {job_id}: SUCCEEDED restarts={final['restarts']} "
+              f"checkpoints={final['checkpoints']} actors_left={actors} "
+              + " ".join(f"{n}:rss={f[0] >> 20}MiB,fds={f[1]},threads={f[2]}" for n, f in figures.items()),
+              flush=True)
+        if actors != 0:
+            fail(f"job {i}: {actors} actors still running after the job ended")
+        if i == BASELINE_JOB:
+            baseline = figures
+    last = {name: proc_figures(pid_of(name)) for name in watched}
+    rss_growth = max((last[n][0] - baseline[n][0]) / baseline[n][0] * 100 for n in watched)
+    fds_growth = max(last[n][1] - baseline[n][1] for n in watched)
+    threads_growth = max(last[n][2] - baseline[n][2] for n in watched)
+    state_mb = dir_mb(state) + dir_mb(os.path.join(work, "ckpt"))
+    run("down", *common())
+    print(f"soak: {jobs} jobs in {time.monotonic() - t0:.0f} s, {kills} node kills, "
+          f"{checkpoints_asked} checkpoints asked; baseline after job {BASELINE_JOB}")
+    result = (f"jobs={jobs} succeeded={succeeded} rss_growth_pct={rss_growth:.1f} "
+              f"fds_growth={fds_growth} threads_growth={threads_growth} state_dir_mb={state_mb:.0f}")
+    if rss_growth > 5.0:
+        fail(f"RSS grew {rss_growth:.1f}% after job {BASELINE_JOB}: {result}")
+    if fds_growth > 4 or threads_growth > 4:
+        fail(f"open files or threads grew: {result}")
+    print(result)
+
+
+try:
+    main()
+finally:
+    cleanup()
+    shutil.rmtree(work, ignore_errors=True)
