@@ -8,8 +8,9 @@
 # same number of batches. Both count training samples over training wall time, data generation
 # included. They run alternately, ROUNDS times, so the machine's load hits both; per round the
 # ratio pipeline/reference, and the median:
-#   ratio=<median> pipeline_sps=<median> reference_sps=<median> rounds=N
-# (goal: ratio >= 1.5 on 2 cores).
+#   ratio=<median> pipeline_sps=<median> reference_sps=<median> cpu_ratio=<median>
+#   two_core_ceiling=<2 / cpu_ratio> rounds=N
+# (goal: ratio >= 1.5 on 2 cores). cpu_ratio is the pipeline's CPU time over the reference's.
 #
 # Part 2 (unless SIZES is empty): cost as work grows, the default model on tables of ~1M, ~10M and
 # ~50M rows. The ids are spread (zipf exponent ZIPF_GROW, vocab = rows / slots per slot) and the
@@ -34,33 +35,45 @@ for b in "$satrap" "$reference"; do
 done
 command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 
-sps_of_json() { tail -n 1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["samples_per_sec"]))'; }
-run_pipeline() { "$satrap" train --json --train-batches "$batches" --test-batches 10 "$@" | sps_of_json; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Each run prints "<samples/s> <CPU seconds, user + system, all threads>".
+run_pipeline() {
+  /usr/bin/time -f '%U %S' -o "$tmp/cpu" "$satrap" train --json --train-batches "$batches" \
+    --test-batches 10 "$@" | tail -n 1 |
+    python3 -c 'import json,sys; print(round(json.load(sys.stdin)["samples_per_sec"]), end=" ")'
+  awk '{print $1 + $2}' "$tmp/cpu"
+}
 run_reference() {
-  OPENBLAS_NUM_THREADS=1 "$reference" train_batches "$batches" test_batches 10 |
-    sed -n 's/.*samples_per_sec \([0-9.]*\).*/\1/p'
+  OPENBLAS_NUM_THREADS=1 /usr/bin/time -f '%U %S' -o "$tmp/cpu" "$reference" \
+    train_batches "$batches" test_batches 10 | sed -n 's/.*samples_per_sec \([0-9.]*\).*/\1/p' | tr '\n' ' '
+  awk '{print $1 + $2}' "$tmp/cpu"
 }
 
-p_sps=()
-r_sps=()
+p_sps=() r_sps=() p_cpu=() r_cpu=()
 for i in $(seq 1 "$rounds"); do
-  if (( i % 2 )); then p=$(run_pipeline); r=$(run_reference); else r=$(run_reference); p=$(run_pipeline); fi
-  echo "round $i: pipeline ${p} samples/s, reference ${r} samples/s"
-  p_sps+=("$p")
-  r_sps+=("$r")
+  if (( i % 2 )); then
+    read -r p pc < <(run_pipeline); read -r r rc < <(run_reference)
+  else
+    read -r r rc < <(run_reference); read -r p pc < <(run_pipeline)
+  fi
+  echo "round $i: pipeline ${p} samples/s (${pc} CPU s), reference ${r} samples/s (${rc} CPU s)"
+  p_sps+=("$p") r_sps+=("$r") p_cpu+=("$pc") r_cpu+=("$rc")
 done
-python3 - "${p_sps[*]}" "${r_sps[*]}" <<'PY'
+# cpu_ratio: the pipeline's CPU time over the reference's for the same work (both whole
+# processes, the same test batches). On C idle cores the pipeline can at best reach
+# C / cpu_ratio times the reference: a figure that holds on a loaded machine, where wall time
+# does not (the other jobs take the second core).
+python3 - "${p_sps[*]}" "${r_sps[*]}" "${p_cpu[*]}" "${r_cpu[*]}" <<'PY'
 import statistics, sys
-p = [float(x) for x in sys.argv[1].split()]
-r = [float(x) for x in sys.argv[2].split()]
+p, r, pc, rc = ([float(x) for x in a.split()] for a in sys.argv[1:5])
 m = statistics.median
+cpu = m([a / b for a, b in zip(pc, rc)])
 print(f"ratio={m([a / b for a, b in zip(p, r)]):.2f} pipeline_sps={m(p):.0f} "
-      f"reference_sps={m(r):.0f} rounds={len(p)}")
+      f"reference_sps={m(r):.0f} cpu_ratio={cpu:.2f} two_core_ceiling={2 / cpu:.2f} rounds={len(p)}")
 PY
 
 [ -n "$sizes" ] || exit 0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 # One job under /usr/bin/time: prints "<samples/s> <rows> <peak RSS KiB>".
 measure() {
   /usr/bin/time -f '%M' -o "$tmp/rss" "$satrap" train --json --test-batches 1 "$@" > "$tmp/out"
