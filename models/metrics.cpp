@@ -5,6 +5,8 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 #include <numeric>
 
 namespace satrap {
@@ -15,17 +17,42 @@ float sigmoid(float x) {
   return e / (1.0f + e);
 }
 
+// Each prediction becomes one 33-bit key: the score's bits made to sort as unsigned integers
+// (+0 and -0 as one), then the label. An LSD radix sort of the keys (3 passes of 11 bits) puts
+// equal scores together in ascending order; the walk over groups is the mid-rank sum as before.
+// (The running AUC of every trainer sorts its 100,000-prediction window every 20 steps: with
+// std::sort of indices through the scores that was ~14% of the default job's CPU.)
 double auc_exact(std::span<const float> scores, std::span<const float> labels) {
   SATRAP_ASSERT(scores.size() == labels.size());
-  size_t n = scores.size();
-  std::vector<uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
+  const size_t n = scores.size();
+  std::vector<uint64_t> keys(n), spare(n);
+  for (size_t i = 0; i < n; ++i) {
+    float s = scores[i] == 0.0f ? 0.0f : scores[i];
+    uint32_t b;
+    std::memcpy(&b, &s, sizeof b);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    keys[i] = (static_cast<uint64_t>(b) << 1) | static_cast<uint64_t>(labels[i] > 0.5f);
+  }
+  constexpr int bits = 11, passes = 3;  // 33 key bits
+  std::vector<size_t> count(size_t{1} << bits);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = pass * bits;
+    std::fill(count.begin(), count.end(), 0);
+    for (uint64_t k : keys) ++count[(k >> shift) & ((1u << bits) - 1)];
+    size_t sum = 0;
+    for (size_t& c : count) {
+      size_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (uint64_t k : keys) spare[count[(k >> shift) & ((1u << bits) - 1)]++] = k;
+    keys.swap(spare);
+  }
   double positives = 0.0, rank_sum = 0.0;  // sum of the positives' (1-based, mid) ranks
   for (size_t i = 0; i < n;) {
     size_t j = i;
     double group_pos = 0.0;
-    while (j < n && scores[order[j]] == scores[order[i]]) group_pos += labels[order[j++]] > 0.5f;
+    while (j < n && (keys[j] >> 1) == (keys[i] >> 1)) group_pos += static_cast<double>(keys[j++] & 1);
     double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
     rank_sum += group_pos * mid_rank;
     positives += group_pos;

@@ -1,0 +1,278 @@
+// dense_roofline (issue 17): how close satrap's dense step comes to the machine's GEMM limit.
+//
+// For a model shape (the default job's DLRM, or the Criteo Kaggle DLRM of train_vs_torch.sh):
+//  - FLOPs per sample of forward + backward: every linear layer's GEMMs (2*in*out each for y, dW
+//    and dX; no dX for the first layer, whose input is data) and the pairwise-dot interaction
+//    (forward n(n-1)/2 dots, backward n x n weighted sums, n = slots + 1, over dim).
+//  - The machine's sgemm rate on the model's own GEMMs: each call satrap's linear layers make
+//    (same OpenBLAS calls, same shapes, same transposes), timed alone, with OpenBLAS at 1 thread
+//    (this process's CPU time: one core's rate, steady while other jobs load the machine) and at
+//    2 threads (wall clock: what both cores give, only meaningful on a quiet machine); the rate is
+//    the GEMMs' FLOPs over the better thread count's summed time.
+//  - roofline_sps = rate / (FLOPs per sample): the samples/s the machine allows if every FLOP of
+//    the step ran at sgemm speed (the interaction counted at that speed too).
+//  - satrap_sps: the dense step as a trainer runs it (OpenBLAS 1 thread, as `satrap train` sets):
+//    dense_model::forward_backward + dense_optimizer::step on a fixed batch, CPU time (also
+//    printed: by wall clock, and by wall clock with OpenBLAS at 2 threads).
+//  - roofline_fraction = satrap_sps / roofline_sps (goal >= 0.85).
+// Where the step's time goes is printed beside it: the GEMMs alone at 1 thread, the interaction
+// forward + backward, the optimizer step, and the rest (activations, BCE, copies).
+//
+// The measurements interleave rep after rep in one process (the machine is shared); medians.
+// usage: dense_roofline [default|kaggle|both] [reps=7] [min_ms=150]
+// Last line per model: key=value pairs.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/dense/dense_optimizer.hpp"
+#include "models/dense/interaction.hpp"
+#include "models/dense/model_zoo.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+using namespace satrap;
+using clock_type = std::chrono::steady_clock;
+
+struct shape {
+  std::string name;
+  dense_model_config model;
+  int batch;
+  dense_optimizer_options optimizer;
+};
+
+// One BLAS call of a linear layer, as models/dense/linear.cpp makes it.
+struct gemm_call {
+  std::string what;
+  double flops;
+  std::function<void()> run;
+};
+
+struct buffers {
+  std::vector<std::vector<float>> store;
+  float* make(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> d(0.0f, 0.5f);
+    store.emplace_back(n);
+    for (float& v : store.back()) v = d(rng);
+    return store.back().data();
+  }
+};
+
+// The linear layers (in, out) of the model, bottom then top; first = the bottom's first layer.
+std::vector<std::pair<int, int>> layers(const std::vector<int>& hidden, int in, int out) {
+  std::vector<std::pair<int, int>> l;
+  int fan_in = in;
+  for (int h : hidden) {
+    l.emplace_back(fan_in, h);
+    fan_in = h;
+  }
+  l.emplace_back(fan_in, out);
+  return l;
+}
+
+std::vector<gemm_call> model_gemms(const shape& s, buffers& buf, std::mt19937& rng) {
+  const auto& m = s.model;
+  std::vector<gemm_call> calls;
+  auto add_layers = [&](const char* tower, const std::vector<std::pair<int, int>>& ls,
+                        bool first_has_dx) {
+    for (size_t i = 0; i < ls.size(); ++i) {
+      const int n = s.batch, in = ls[i].first, out = ls[i].second;
+      float* x = buf.make(size_t(n) * in, rng);
+      float* w = buf.make(size_t(out) * in, rng);
+      float* y = buf.make(size_t(n) * out, rng);
+      float* dy = buf.make(size_t(n) * out, rng);
+      float* dw = buf.make(size_t(out) * in, rng);
+      float* dx = buf.make(size_t(n) * in, rng);
+      const double f = 2.0 * n * in * out;
+      const std::string tag = std::string(tower) + std::to_string(in) + "x" + std::to_string(out);
+      if (out == 1) {
+        calls.push_back({tag + ":fwd", f, [=] {
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, in, 1.0f, x, in, w, 1, 1.0f, y, 1); }});
+        calls.push_back({tag + ":dw", f, [=] {
+          cblas_sgemv(CblasRowMajor, CblasTrans, n, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1); }});
+        if (i > 0 || first_has_dx)
+          calls.push_back({tag + ":dx", f, [=] {
+            for (int r = 0; r < n; ++r)
+              for (int k = 0; k < in; ++k) dx[size_t(r) * in + k] = dy[r] * w[k];
+          }});
+        continue;
+      }
+      calls.push_back({tag + ":fwd", f, [=] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f,
+                    y, out); }});
+      calls.push_back({tag + ":dw", f, [=] {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in,
+                    0.0f, dw, in); }});
+      if (i > 0 || first_has_dx)
+        calls.push_back({tag + ":dx", f, [=] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
+                      0.0f, dx, in); }});
+    }
+  };
+  add_layers("bottom", layers(m.bottom, m.dense_features, m.dim), false);
+  add_layers("top", layers(m.top, interaction_output_size(m.slots, m.dim), 1), true);
+  return calls;
+}
+
+double interaction_flops(const dense_model_config& m) {
+  const double n = m.slots + 1;
+  return 2.0 * n * (n - 1) / 2 * m.dim   // forward dots
+         + 2.0 * n * n * m.dim;          // backward: each vector's gradient, a weighted sum of n
+}
+
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Seconds per call of f (wall clock and this process's CPU time, all threads), over repeated
+// calls until min_s of CPU time has been spent (after one warm call).
+struct timing {
+  double wall = 0, cpu = 0;
+};
+timing time_per_call(const std::function<void()>& f, double min_s) {
+  f();
+  int64_t calls = 0;
+  auto start = clock_type::now();
+  const double cpu0 = process_cpu_s();
+  double cpu = 0;
+  do {
+    f();
+    ++calls;
+    cpu = process_cpu_s() - cpu0;
+  } while (cpu < min_s);
+  const double wall = std::chrono::duration<double>(clock_type::now() - start).count();
+  return {wall / calls, cpu / calls};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+void run_shape(const shape& s, int reps, double min_s) {
+  std::mt19937 rng(17);
+  buffers buf;
+  auto calls = model_gemms(s, buf, rng);
+  double gemm_flops = 0;
+  for (auto& c : calls) gemm_flops += c.flops;
+  const double flops_per_sample = gemm_flops / s.batch + interaction_flops(s.model);
+
+  // The dense step's inputs: dense features, pooled embeddings, labels.
+  const auto& m = s.model;
+  auto model = make_dense_model(m, 7);
+  dense_optimizer optimizer(s.optimizer, model->params().size());
+  float* dense = buf.make(size_t(s.batch) * m.dense_features, rng);
+  float* pooled = buf.make(size_t(s.batch) * m.slots * m.dim, rng);
+  std::vector<float> labels(s.batch), logits(s.batch), pooled_grad(size_t(s.batch) * m.slots * m.dim);
+  for (int i = 0; i < s.batch; ++i) labels[i] = float(rng() & 1);
+  auto step = [&] {
+    model->forward_backward(s.batch, dense, pooled, labels.data(), 1.0f / float(s.batch),
+                            logits.data(), pooled_grad.data());
+    optimizer.step(model->params(), model->grads());
+  };
+  // The interaction alone, on the same sizes.
+  float* ix = buf.make(size_t(s.batch) * m.dim, rng);
+  const int iw = interaction_output_size(m.slots, m.dim);
+  float* iz = buf.make(size_t(s.batch) * iw, rng);
+  float* idx = buf.make(size_t(s.batch) * m.dim, rng);
+  float* idemb = buf.make(size_t(s.batch) * m.slots * m.dim, rng);
+  auto interaction = [&] {
+    interaction_forward(s.batch, m.slots, m.dim, ix, pooled, iz);
+    interaction_backward(s.batch, m.slots, m.dim, ix, pooled, iz, idx, idemb);
+  };
+  auto opt_only = [&] { optimizer.step(model->params(), model->grads()); };
+
+  // Per rep: GEMMs at 1 thread (CPU time: the work of one core, steady under load), at 2
+  // threads (wall clock: what two cores deliver, meaningful on a quiet machine only), the step at
+  // 1 thread (CPU and wall) and at 2 threads (wall), the interaction and the optimizer (CPU).
+  std::vector<double> gemm_1t, gemm_2t, step_cpu, step_wall, step_2t, inter_t, opt_t;
+  std::vector<std::vector<double>> per_call(calls.size());
+  for (int r = 0; r < reps; ++r) {
+    for (int threads : {1, 2}) {
+      openblas_set_num_threads(threads);
+      double total = 0;
+      for (size_t c = 0; c < calls.size(); ++c) {
+        timing t = time_per_call(calls[c].run, min_s / double(calls.size()));
+        total += threads == 1 ? t.cpu : t.wall;
+        if (threads == 1) per_call[c].push_back(t.cpu);
+      }
+      (threads == 1 ? gemm_1t : gemm_2t).push_back(total);
+      timing st = time_per_call(step, min_s);
+      if (threads == 1) {
+        step_cpu.push_back(st.cpu);
+        step_wall.push_back(st.wall);
+      } else {
+        step_2t.push_back(st.wall);
+      }
+    }
+    openblas_set_num_threads(1);
+    inter_t.push_back(time_per_call(interaction, min_s / 4).cpu);
+    opt_t.push_back(time_per_call(opt_only, min_s / 4).cpu);
+    std::fprintf(stderr,
+                 "%s rep %d: gemm 1t %.3f ms cpu, 2t %.3f ms wall; step 1t %.3f ms cpu %.3f ms "
+                 "wall, 2t %.3f ms wall\n",
+                 s.name.c_str(), r, gemm_1t.back() * 1e3, gemm_2t.back() * 1e3,
+                 step_cpu.back() * 1e3, step_wall.back() * 1e3, step_2t.back() * 1e3);
+  }
+  const double g1 = median(gemm_1t), g2 = median(gemm_2t);
+  const double rate = gemm_flops / std::min(g1, g2);
+  const double roofline_sps = rate / flops_per_sample;
+  const double s1 = median(step_cpu);
+  const double satrap_sps = s.batch / s1;
+  const double inter = median(inter_t), opt = median(opt_t);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    double t = median(per_call[c]);
+    std::printf("%s gemm %-18s %8.3f ms %6.1f GFLOP/s (1 thread, CPU time)\n", s.name.c_str(),
+                calls[c].what.c_str(), t * 1e3, calls[c].flops / t * 1e-9);
+  }
+  std::printf("%s step at 1 thread (CPU time): %.3f ms = gemm %.3f + interaction %.3f + "
+              "optimizer %.3f + rest %.3f\n",
+              s.name.c_str(), s1 * 1e3, g1 * 1e3, inter * 1e3, opt * 1e3,
+              (s1 - g1 - inter - opt) * 1e3);
+  std::printf("model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
+              "roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f satrap_2t_wall_sps=%.0f "
+              "roofline_fraction=%.3f reps=%d\n",
+              s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9,
+              gemm_flops / g2 * 1e-9, roofline_sps, satrap_sps, s.batch / median(step_wall),
+              s.batch / median(step_2t), satrap_sps / roofline_sps, reps);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "both";
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+  const double min_s = (argc > 3 ? std::atof(argv[3]) : 150.0) / 1e3;
+  if ((which != "default" && which != "kaggle" && which != "both") || reps < 1 || min_s <= 0) {
+    std::fprintf(stderr, "usage: dense_roofline [default|kaggle|both] [reps=7] [min_ms=150]\n");
+    return 2;
+  }
+  // The default job: `satrap train`'s defaults (reference_options: batch 1024, Adam).
+  shape def{"default", dense_model_config{}, 1024, dense_optimizer_options{}};
+  // The Criteo Kaggle DLRM of train_vs_torch.sh: 26 slots, bottom 512-256-64, top 512-256,
+  // batch 2048, Adagrad.
+  dense_model_config kaggle_model;
+  kaggle_model.slots = 26;
+  kaggle_model.bottom = {512, 256, 64};
+  kaggle_model.top = {512, 256};
+  dense_optimizer_options adagrad;
+  adagrad.kind = dense_optimizer_kind::adagrad;
+  adagrad.learning_rate = 0.05f;
+  shape kaggle{"kaggle", kaggle_model, 2048, adagrad};
+  if (which != "kaggle") run_shape(def, reps, min_s);
+  if (which != "default") run_shape(kaggle, reps, min_s);
+  return 0;
+}
