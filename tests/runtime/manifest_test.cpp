@@ -59,7 +59,7 @@ TEST_CASE("bad manifests name the line and the field") {
   auto e = load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
                       "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: lots}}\n");
   CHECK(e.find("m.yaml:4:") != std::string::npos);
-  CHECK(e.find("nodes[0].resources.memory: expected a size such as 64GiB or 12TB, got 'lots'")
+  CHECK(e.find("nodes[0].resources.memory: expected a size such as 64GiB or 12TB (at most 1EiB), got 'lots'")
         != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
                    "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: 1GB}, zone: b}\n")
