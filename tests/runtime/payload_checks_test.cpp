@@ -73,7 +73,9 @@ TEST_CASE("payload checks: a frame is whole words of a Cap'n Proto message") {
 }
 
 TEST_CASE("payload checks: id batch offsets start at 0, never go down and end at the ids") {
-  auto ok = decode_id_batch(id_batch(2, 2, {0, 1, 1, 3, 4}, {7, 8, 7, 9}), 2);
+  // The decoded batch reads the payload in place: the payload must outlive it.
+  auto payload = id_batch(2, 2, {0, 1, 1, 3, 4}, {7, 8, 7, 9});
+  auto ok = decode_id_batch(payload, 2);
   REQUIRE(ok);
   CHECK(ok->batch == 5);
   CHECK(ok->split == 1);
@@ -106,7 +108,8 @@ TEST_CASE("payload checks: lookup requests and embedding rows") {
   req.setBatch(3);
   req.setReadOnly(true);
   req.setIds(data_of(std::vector<uint64_t>{4, 5, 6}));
-  auto ok = decode_lookup_request(payload_encode(mb));
+  auto payload = payload_encode(mb);  // outlives the view decoded from it
+  auto ok = decode_lookup_request(payload);
   REQUIRE(ok);
   CHECK(ok->batch == 3);
   CHECK(ok->read_only);
@@ -177,7 +180,8 @@ TEST_CASE("payload checks: embedding gradients, dense batches, dense state, chun
   auto s = sb.initRoot<schema::DenseState>();
   s.setStep(9);
   s.setParams(data_of(std::vector<float>(5, 0.0f)));
-  auto st = decode_dense_state(payload_encode(sb), 5);
+  auto state_payload = payload_encode(sb);  // outlives the view
+  auto st = decode_dense_state(state_payload, 5);
   REQUIRE(st);
   CHECK(st->step == 9);
   CHECK(says(refusal(decode_dense_state(payload_encode(sb), 6)), "params has 5 values, expected 6"));
@@ -206,7 +210,8 @@ TEST_CASE("payload checks: embedding gradients, dense batches, dense state, chun
   CHECK(says(refusal(decode_eval_result(payload_encode(eb))), "labels has 2 values, expected 3"));
   e.setLabels(data_of(std::vector<float>(3, 1.0f)));
   e.setGroups(data_of(std::vector<uint64_t>{7, 7, 9}));
-  auto ev = decode_eval_result(payload_encode(eb));
+  auto eval_payload = payload_encode(eb);  // outlives the view
+  auto ev = decode_eval_result(eval_payload);
   REQUIRE(ev);
   CHECK(ev->groups.size() == 3);
   e.setGroups(data_of(std::vector<uint64_t>{7}));
@@ -223,7 +228,8 @@ TEST_CASE("payload checks: the validation split and the groups blob of a dense b
   d.setDense(data_of(std::vector<float>(2, 0.0f)));
   d.setLabels(data_of(std::vector<float>{0.0f, 1.0f}));
   d.setGroups(data_of(std::vector<uint64_t>{3, 5}));
-  auto v = decode_dense_batch(payload_encode(db), 4, 2, 1);  // split_code(validation) == 2
+  auto batch_payload = payload_encode(db);  // outlives the view
+  auto v = decode_dense_batch(batch_payload, 4, 2, 1);  // split_code(validation) == 2
   REQUIRE(v);
   CHECK(v->groups.size() == 2);
   CHECK(v->groups[1] == 5);
@@ -239,7 +245,8 @@ TEST_CASE("payload checks: the validation split and the groups blob of a dense b
   in.setSlots(1);
   in.setOffsets(data_of(std::vector<uint32_t>{0, 1}));
   in.setIds(data_of(std::vector<uint64_t>{42}));
-  auto ids = decode_id_batch(payload_encode(ib), 1);
+  auto ids_payload = payload_encode(ib);  // outlives the view
+  auto ids = decode_id_batch(ids_payload, 1);
   REQUIRE(ids);
   CHECK(ids->split == 2);
 }
