@@ -29,6 +29,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+import harness  # noqa: E402  (tests/cluster/harness.py)
+
 HEARTBEAT_TIMEOUT_S = 5.0  # the head's (admin_config.heartbeat_timeout_ms) and the middleman's
 
 satrap = os.path.abspath(sys.argv[1])
@@ -82,15 +85,9 @@ def pid_of(name):
 
 def start(args, name):
     """Starts a satrap process the way `satrap up` does (log and pid file in the state dir)."""
-    log = open(os.path.join(state, name + ".log"), "a")
     argv = [satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")]
-    p = subprocess.Popen(argv, cwd=work, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
-    # The record `satrap down` checks (cli/process_record.hpp): pid, start time, argv.
-    with open(f"/proc/{p.pid}/stat") as f:
-        start_time = f.read().rsplit(")", 1)[1].split()[19]
-    with open(os.path.join(state, name + ".pid"), "w") as f:
-        f.write(f"{p.pid}\n{start_time}\n{(chr(0).join(argv) + chr(0)).encode().hex()}\n")
+    p = harness.start_recorded(argv, work, os.path.join(state, name + ".log"),
+                               os.path.join(state, name + ".pid"))
     started.append(p)
     return p
 
@@ -110,13 +107,7 @@ def node_of(doc, role):
 
 
 def wait_for(pred, what, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    fail(f"timed out waiting for {what}")
+    return harness.wait_for(pred, what, timeout, fail)
 
 
 def cleanup():

@@ -26,6 +26,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+import harness  # noqa: E402  (tests/cluster/harness.py)
+
 satrap = os.path.abspath(sys.argv[1])
 jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 batches = int(sys.argv[3]) if len(sys.argv) > 3 else 600
@@ -71,13 +74,7 @@ def status():
 
 
 def wait_for(pred, what, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    fail(f"timed out waiting for {what}")
+    return harness.wait_for(pred, what, timeout, fail)
 
 
 def pid_of(name):
@@ -87,14 +84,9 @@ def pid_of(name):
 
 def start(args, name):
     """Starts a satrap process as `satrap up` does (log and pid record in the state dir)."""
-    log = open(os.path.join(state, name + ".log"), "a")
     argv = [satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")]
-    p = subprocess.Popen(argv, cwd=work, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
-    with open(f"/proc/{p.pid}/stat") as f:
-        start_time = f.read().rsplit(")", 1)[1].split()[19]
-    with open(os.path.join(state, name + ".pid"), "w") as f:
-        f.write(f"{p.pid}\n{start_time}\n{(chr(0).join(argv) + chr(0)).encode().hex()}\n")
+    p = harness.start_recorded(argv, work, os.path.join(state, name + ".log"),
+                               os.path.join(state, name + ".pid"))
     started.append(p)
     return p
 
