@@ -91,17 +91,11 @@ bool tell_head(const manifest& m, const std::string& dir, const std::string& tok
 
 int cluster_commands::run_supervise() {
   std::string path;
-  auto m = cluster_manifest(manifest_file_, &path);
+  auto m = cluster_manifest_file(manifest_file_, path);
   if (!m) {
     std::cerr << "satrap supervise: " << error_text(m.error()) << "\n";
     return 2;
   }
-  if (path.empty()) {
-    std::cerr << "satrap supervise: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
-                 "processes it starts read it from there\n";
-    return 2;
-  }
-  path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   std::error_code ec;
   fs::create_directories(dir, ec);

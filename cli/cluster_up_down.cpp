@@ -52,17 +52,11 @@ bool child_alive(pid_t pid) {
 
 int cluster_commands::run_up() {
   std::string path;
-  auto m = cluster_manifest(manifest_file_, &path);
+  auto m = cluster_manifest_file(manifest_file_, path);
   if (!m) {
     std::cerr << "satrap up: " << error_text(m.error()) << "\n";
     return 2;
   }
-  if (path.empty()) {
-    std::cerr << "satrap up: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
-                 "processes it starts read it from there\n";
-    return 2;
-  }
-  path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   fs::create_directories(dir);
   for (auto* file : {"/head.pid", "/supervisor.pid"})

@@ -67,7 +67,7 @@ dataset_convert_options libsvm_options(const scratch& s, std::vector<std::string
 // Builds a cache that must build.
 cached_dataset build(const dataset_convert_options& o) {
   auto r = dataset_cache_build(o);
-  INFO(r.ok() ? "" : r.error());
+  INFO((r.ok() ? std::string() : r.error()));
   REQUIRE(r.ok());
   return r.value();
 }
@@ -75,7 +75,7 @@ cached_dataset build(const dataset_convert_options& o) {
 std::unique_ptr<file_source> open_source(const cached_dataset& train, const cached_dataset& test,
                                          file_source_options fo = {}) {
   auto src = file_source::open(train.dir, test.dir, fo);
-  INFO(src.ok() ? "" : src.error());
+  INFO((src.ok() ? std::string() : src.error()));
   REQUIRE(src.ok());
   return std::move(src.value());
 }
