@@ -13,6 +13,8 @@
 
 #include "runtime/manifest.hpp"
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -22,14 +24,12 @@ namespace satrap {
 // Makes what is missing in `out` (everything with `force`); "" or what went wrong.
 std::string make_cluster_certs(const manifest& m, const std::string& out, bool force);
 
-class certs_command {
+class certs_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();  // exit status
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string manifest_file_;
   std::string out_;
   bool force_ = false;

@@ -8,17 +8,19 @@
 // the head's job table) is --state-dir, else .satrap/<cluster>.
 #pragma once
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <string>
 
 namespace satrap {
 
-class cluster_commands {
+class cluster_commands final : public command {
  public:
-  void add_to(CLI::App& app);
-  // The exit status of the parsed subcommand, or -1 when none of these was parsed.
-  int run();
+  void add_to(CLI::App& app) override;
+  bool parsed() const override;  // one of the group's subcommands
+  int run() override;            // the parsed subcommand's exit status
 
  private:
   // Shared options.

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -49,6 +50,17 @@ caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* p
     return err;
   if (path_out)
     *path_out = path;
+  return m;
+}
+
+caf::expected<manifest> cluster_manifest_file(const std::string& flag, std::string& path) {
+  auto m = cluster_manifest(flag, &path);
+  if (m && path.empty())
+    return make_error(errc::invalid_config,
+                      "give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
+                      "processes it starts read it from there");
+  if (m)
+    path = std::filesystem::absolute(path).string();
   return m;
 }
 

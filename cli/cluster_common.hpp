@@ -18,6 +18,9 @@ namespace satrap {
 // --manifest, else $SATRAP_MANIFEST (a file), else $SATRAP_MANIFEST_YAML (the text; path_out
 // is then ""), else .satrap/current; loaded and validated.
 caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out = nullptr);
+// For the commands that start processes which read the manifest from its file (up, supervise):
+// cluster_manifest, given as a file (not $SATRAP_MANIFEST_YAML); `path` is its absolute path.
+caf::expected<manifest> cluster_manifest_file(const std::string& flag, std::string& path);
 
 // --state-dir, else .satrap/<cluster>.
 std::string cluster_state_dir(const std::string& flag, const manifest& m);

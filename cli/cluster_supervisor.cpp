@@ -51,43 +51,6 @@ struct supervised_node {
   bool gave_up = false;
 };
 
-bool is_this_host(const std::string& host) {
-  char name[HOST_NAME_MAX + 1] = {};
-  gethostname(name, sizeof name);
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == name;
-}
-
-// Forks and execs `satrap ARGS...` with `extra_env` added, output appended to `log`.
-pid_t spawn_node_process(const std::vector<std::string>& args, const std::string& extra_env,
-                         const std::string& log) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e)
-    if (std::string_view{*e}.rfind("SATRAP_NODE_RESTARTS=", 0) != 0)
-      env_strings.emplace_back(*e);
-  env_strings.push_back(extra_env);
-  std::vector<char*> envp, argv;
-  for (auto& e : env_strings)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (auto& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  auto exe = satrap_executable();  // its real path: the node is named satrap, not exe
-  auto pid = ::fork();
-  if (pid != 0)
-    return pid;
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the node blocks what it waits for itself
-  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int devnull = ::open("/dev/null", O_RDONLY);
-  ::dup2(devnull, 0);
-  ::dup2(fd, 1);
-  ::dup2(fd, 2);
-  ::execve(exe.c_str(), argv.data(), envp.data());
-  std::_Exit(127);
-}
-
 std::string exit_text(int status) {
   if (WIFEXITED(status))
     return "exit " + std::to_string(WEXITSTATUS(status));
@@ -128,24 +91,18 @@ bool tell_head(const manifest& m, const std::string& dir, const std::string& tok
 
 int cluster_commands::run_supervise() {
   std::string path;
-  auto m = cluster_manifest(manifest_file_, &path);
+  auto m = cluster_manifest_file(manifest_file_, path);
   if (!m) {
     std::cerr << "satrap supervise: " << error_text(m.error()) << "\n";
     return 2;
   }
-  if (path.empty()) {
-    std::cerr << "satrap supervise: give the manifest as a file (--manifest or $SATRAP_MANIFEST): the "
-                 "processes it starts read it from there\n";
-    return 2;
-  }
-  path = fs::absolute(path).string();
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
   std::error_code ec;
   fs::create_directories(dir, ec);
   auto token = cluster_token(token_file_, dir);
   std::vector<supervised_node> nodes;
   for (auto& n : m->nodes)
-    if (is_this_host(n.host))
+    if (host_is_local(n.host))
       nodes.emplace_back().name = n.name;
   if (nodes.empty()) {
     std::cerr << "satrap supervise: no node of cluster '" << m->cluster
@@ -160,8 +117,8 @@ int cluster_commands::run_supervise() {
       args.push_back("--token-file");
       args.push_back(fs::absolute(token_file_).string());
     }
-    n.pid = spawn_node_process(args, "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts),
-                               dir + "/node-" + n.name + ".log");
+    n.pid = satrap_start(args, dir + "/node-" + n.name + ".log", false,
+                         "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts));
     if (!process_record_write(dir + "/node-" + n.name + ".pid", n.pid, args))
       spdlog::warn("supervisor_pid_file_failed name={} pid={}", n.name, n.pid);
     spdlog::info("supervisor_started_node name={} pid={} restarts={}", n.name, n.pid, n.restarts);

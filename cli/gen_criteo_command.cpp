@@ -45,7 +45,7 @@ int gen_criteo_command::run() {
   auto written = write_criteo_files(o);
   if (!written) {
     std::cerr << "satrap gen-criteo: " << written.error() << "\n";
-    return criteo_write_check(o).empty() ? exit_failed : exit_bad_input;
+    return written.bad_input() ? exit_bad_input : exit_failed;
   }
   std::printf("wrote %lld training lines in %d files and %lld test lines to %s; test oracle auc %.4f\n",
               static_cast<long long>(o.train_samples), o.files, static_cast<long long>(o.test_samples),

@@ -5,6 +5,8 @@
 
 #include "models/data/criteo_writer.hpp"
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -14,14 +16,12 @@ namespace satrap {
 
 using gen_criteo_options = criteo_write_options;
 
-class gen_criteo_command {
+class gen_criteo_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();  // exit status
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   gen_criteo_options options_;
 };
 

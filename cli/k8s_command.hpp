@@ -4,20 +4,20 @@
 // and what `satrap certs` makes (made here when missing, in the same folder `satrap up` uses).
 #pragma once
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <string>
 
 namespace satrap {
 
-class k8s_command {
+class k8s_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();  // exit status
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string manifest_file_;
   std::string image_ = "localhost/satrap:latest";
   std::string namespace_;

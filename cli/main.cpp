@@ -23,23 +23,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", satrap::satrap_version);
   app.require_subcommand(1);
   satrap::train_command train;
-  train.add_to(app);
   satrap::gen_criteo_command gen_criteo;
-  gen_criteo.add_to(app);
   satrap::plan_command plan;
-  plan.add_to(app);
   satrap::k8s_command k8s;
-  k8s.add_to(app);
   satrap::cluster_commands cluster;
-  cluster.add_to(app);
   satrap::certs_command certs;
-  certs.add_to(app);
   satrap::export_command export_cmd;
-  export_cmd.add_to(app);
   satrap::predict_command predict;
-  predict.add_to(app);
   satrap::serve_command serve;
-  serve.add_to(app);
+  satrap::command* const commands[] = {&train, &gen_criteo, &plan, &k8s, &cluster,
+                                       &certs, &export_cmd, &predict, &serve};
+  for (auto* c : commands)
+    c->add_to(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -51,23 +46,8 @@ int main(int argc, char** argv) {
                  satrap::printable(e.what()).c_str());
     return satrap::exit_bad_input;
   }
-  if (train.parsed())
-    return train.run();
-  if (gen_criteo.parsed())
-    return gen_criteo.run();
-  if (plan.parsed())
-    return plan.run();
-  if (k8s.parsed())
-    return k8s.run();
-  if (certs.parsed())
-    return certs.run();
-  if (export_cmd.parsed())
-    return export_cmd.run();
-  if (predict.parsed())
-    return predict.run();
-  if (serve.parsed())
-    return serve.run();
-  if (auto status = cluster.run(); status >= 0)
-    return status;
+  for (auto* c : commands)
+    if (c->parsed())
+      return c->run();
   return 0;
 }

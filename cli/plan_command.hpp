@@ -3,18 +3,18 @@
 
 #include "cli/job_options.hpp"
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 namespace satrap {
 
-class plan_command {
+class plan_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();  // exit status
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string manifest_file_;
   job_options job_;
 };

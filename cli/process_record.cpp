@@ -1,5 +1,11 @@
 #include "cli/process_record.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,6 +83,47 @@ std::string satrap_executable() {
   if (ec || real.empty() || !std::filesystem::is_regular_file(real, ec))  // "... (deleted)"
     return "/proc/self/exe";
   return real.string();
+}
+
+pid_t satrap_start(const std::vector<std::string>& args, const std::string& log, bool new_session,
+                   const std::string& env) {
+  std::vector<std::string> env_strings;
+  if (!env.empty()) {
+    auto name = env.substr(0, env.find('=') + 1);
+    for (char** e = environ; *e; ++e)
+      if (std::string_view{*e}.rfind(name, 0) != 0)
+        env_strings.emplace_back(*e);
+    env_strings.push_back(env);
+  }
+  std::vector<char*> envp, argv;
+  for (auto& e : env_strings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  auto exe = satrap_executable();  // its real path: the process is named satrap, not exe
+  auto pid = ::fork();
+  if (pid != 0)
+    return pid;
+  if (new_session)
+    ::setsid();
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a satrap process blocks what it waits for itself
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
+  ::execve(exe.c_str(), argv.data(), env.empty() ? environ : envp.data());
+  std::_Exit(127);
+}
+
+bool host_is_local(const std::string& host) {
+  char name[HOST_NAME_MAX + 1] = {};
+  gethostname(name, sizeof name);
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == name;
 }
 
 }  // namespace satrap

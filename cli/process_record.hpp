@@ -27,4 +27,14 @@ pid_t process_record_live(const std::string& path);
 // Call before fork (it allocates).
 std::string satrap_executable();
 
+// Forks and execs this satrap binary (satrap_executable) with `args` (argv[0] first): stdin from
+// /dev/null, stdout and stderr appended to `log`, no signal blocked. `new_session`: in a session of
+// its own (detached from this terminal, as `up` leaves the cluster behind). `env`: "NAME=value"
+// added to this environment, replacing NAME ("": the environment as it is). Returns the pid.
+pid_t satrap_start(const std::vector<std::string>& args, const std::string& log, bool new_session,
+                   const std::string& env = "");
+
+// Whether `host` names this machine (a loopback address, localhost or its host name).
+bool host_is_local(const std::string& host);
+
 }  // namespace satrap

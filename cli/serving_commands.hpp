@@ -4,6 +4,7 @@
 // Threading: each runs on the calling thread (serve: until SIGINT/SIGTERM).
 #pragma once
 
+#include "cli/command.hpp"
 #include "cli/job_options.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -23,41 +24,35 @@ caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<cons
                                             uint64_t sequence, const std::string& out,
                                             uint32_t shards, const std::string& version);
 
-class export_command {
+class export_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   job_options job_;
   std::string checkpoint_, out_, version_;
   uint32_t shards_ = 1;
 };
 
-class predict_command {
+class predict_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string model_, format_, out_, instances_, log_level_ = "warn";
   std::vector<std::string> data_;
   bool json_ = false;
   int batch_ = 0;
 };
 
-class serve_command {
+class serve_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string model_, watch_, host_ = "127.0.0.1", token_file_, log_level_ = "info";
   uint16_t port_ = 8500;
   int threads_ = 0, http_threads_ = 64, max_batch_ = 256;

@@ -4,6 +4,8 @@
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "cli/job_options.hpp"
 
+#include "cli/command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <map>
@@ -11,14 +13,12 @@
 
 namespace satrap {
 
-class train_command {
+class train_command final : public command {
  public:
-  void add_to(CLI::App& app);
-  bool parsed() const { return sub_ && sub_->parsed(); }
-  int run();  // exit status
+  void add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* sub_ = nullptr;
   bool json_ = false;
   bool print_spec_ = false;
   std::string log_level_ = "warn";

@@ -1,7 +1,9 @@
 // A small result type for expected failures in models/ (which must not depend on CAF): either a
 // value or an error message that says what went wrong and where (file, field, what was expected).
 // Bugs are SATRAP_ASSERTs, not results: value() of an error (or error() of a value) aborts, in
-// Release too. Threading: a plain value.
+// Release too. A result<ok_t> is a status: success carries nothing. Every fallible function of
+// models/ answers this way (no error out-parameters, no "" for success).
+// Threading: a plain value.
 #pragma once
 
 #include "models/assert.hpp"
@@ -13,7 +15,9 @@
 namespace satrap {
 
 struct model_error {
-  std::string message;  // for a user: what failed, where, and what was expected
+  std::string message;      // for a user: what failed, where, and what was expected
+  bool bad_input = false;   // the input's fault (a bad option, a bad line, a missing file), not the
+                            // machine's (a write that failed): callers answer it differently
 };
 
 template <class T>
@@ -38,6 +42,12 @@ class [[nodiscard]] result {
     SATRAP_ASSERT(!ok(), "error() of a result that holds a value");
     return std::get<1>(v_).message;
   }
+  bool bad_input() const { return !ok() && std::get<1>(v_).bad_input; }
+  // The error as it is, to pass on from a result of another type.
+  const model_error& failure() const {
+    SATRAP_ASSERT(!ok(), "failure() of a result that holds a value");
+    return std::get<1>(v_);
+  }
 
  private:
   std::variant<T, model_error> v_;
@@ -46,5 +56,6 @@ class [[nodiscard]] result {
 struct ok_t {};  // result<ok_t>: success carries nothing
 
 inline model_error make_model_error(std::string message) { return model_error{std::move(message)}; }
+inline model_error make_input_error(std::string message) { return model_error{std::move(message), true}; }
 
 }  // namespace satrap

@@ -14,22 +14,23 @@ namespace satrap {
 
 namespace {
 
-caf::expected<dataset_cache_result> convert(const job_spec& spec, const char* split,
-                                            const std::vector<std::string>& patterns) {
-  std::string error;
+caf::expected<cached_dataset> convert(const job_spec& spec, const char* split,
+                                      const std::vector<std::string>& patterns) {
   dataset_convert_options o;
-  o.files = expand_data_files(patterns, "", error);
-  if (!error.empty())
-    return make_error(errc::invalid_config, std::string("data.") + split + "_files: " + error);
+  auto files = expand_data_files(patterns, "");
+  if (!files)
+    return make_error(errc::invalid_config, std::string("data.") + split + "_files: " + files.error());
+  o.files = std::move(files.value());
   o.format = spec.data.format;
   o.on_error = spec.data.on_error;
   o.chunk_samples = spec.data.chunk_samples;
   o.workers = spec.placement.loaders;
   o.cache_root = job_data_cache_root(spec.data);
   o.cache_max_bytes = static_cast<uint64_t>(spec.data.cache_max_mib) << 20;
-  auto r = dataset_cache_build(o);
-  if (!r.error.empty())
-    return make_error(r.bad_input ? errc::invalid_config : errc::io_failure, "data: " + r.error);
+  auto built = dataset_cache_build(o);
+  if (!built)
+    return make_error(built.bad_input() ? errc::invalid_config : errc::io_failure, "data: " + built.error());
+  auto& r = built.value();
   if (r.trimmed > 0)
     spdlog::info("data_cache_trimmed removed={} cap_mib={} root={}", r.trimmed,
                  spec.data.cache_max_mib, o.cache_root);
@@ -47,14 +48,14 @@ caf::expected<job_data> open_files(const job_spec& spec) {
   auto train = convert(spec, "train", spec.data.train_files);
   if (!train)
     return train.error();
-  dataset_cache_result test;
+  cached_dataset test;
   if (!spec.data.test_files.empty()) {
     auto t = convert(spec, "test", spec.data.test_files);
     if (!t)
       return t.error();
     test = std::move(*t);
   }
-  dataset_cache_result valid;
+  cached_dataset valid;
   if (!spec.data.validation_files.empty()) {
     auto v = convert(spec, "validation", spec.data.validation_files);
     if (!v)
@@ -64,10 +65,10 @@ caf::expected<job_data> open_files(const job_spec& spec) {
   for (auto* r : {&*train, &test, &valid})
     for (auto& [reason, count] : r->stats.skipped)
       out.skipped[reason] += static_cast<int64_t>(count);
-  std::string error;
-  auto src = file_source::open(train->dir, test.dir, spec.data.reading, error, valid.dir);
-  if (!src)
-    return make_error(errc::io_failure, "data: " + error);
+  auto opened = file_source::open(train->dir, test.dir, spec.data.reading, valid.dir);
+  if (!opened)
+    return make_error(errc::io_failure, "data: " + opened.error());
+  auto& src = opened.value();
   auto& t = spec.training;
   const auto batch = static_cast<int64_t>(t.batch_size);
   const auto trainers = static_cast<int64_t>(spec.placement.trainers);

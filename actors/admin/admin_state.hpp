@@ -1,8 +1,10 @@
-// The admin actor's state, shared by its behaviour (admin.cpp), its job table on disk
-// (admin_store.cpp) and its renderings for the status endpoint (admin_render.cpp).
+// The admin actor's state, shared by its behaviour (admin.cpp), its node registry
+// (admin_nodes.cpp), its job table (admin_jobs.cpp; on disk: admin_store.cpp) and its renderings
+// for the status endpoint (admin_render.cpp). Internal to actors/admin/.
 #pragma once
 
 #include "actors/admin/admin.hpp"
+#include "actors/peer_guard.hpp"
 #include "runtime/job_history.hpp"
 #include "runtime/placement.hpp"
 
@@ -78,5 +80,37 @@ std::string render_metrics(const admin_state& st);
 void history_record(admin_state& st, const job_record& j);
 
 int64_t now_ms();
+
+// ---- the admin's handlers, by concern ------------------------------------------------------
+
+namespace admin_detail {
+
+// The admin's implementation: stateful, and deaf to exit messages from other processes.
+using admin_impl = exit_guard<caf::stateful_actor<admin_state, admin_actor::base>>;
+using self_ptr = admin_impl*;
+
+// admin.cpp: the behaviour and its checks.
+std::chrono::milliseconds tick_interval(const admin_state& st);
+// Counts and logs a refused request; the reply to send.
+caf::error refuse(self_ptr self, const char* what, const std::string& reason);
+caf::error check_token(self_ptr self, const char* what, const std::string& token);
+
+// admin_nodes.cpp: the node registry.
+// The manifest's nodes not alive now, comma-separated ("": every node is alive).
+std::string nodes_waiting(const admin_state& st);
+caf::result<std::string> on_register(self_ptr self, node_info& info);
+void on_heartbeat(self_ptr self, const std::string& name, std::vector<actor_stat>& actors);
+// Marks nodes whose heartbeats stopped as lost, tries to start a job, ticks again.
+void on_tick(self_ptr self);
+void on_down(self_ptr self, const caf::down_msg& dm);
+
+// admin_jobs.cpp: the job table.
+// Places and runs the first pending job once every node of the manifest is alive.
+void try_start(self_ptr self);
+caf::result<std::string> on_submit(self_ptr self, const std::string& token, const std::string& yaml);
+caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id);
+void on_progress(self_ptr self, const std::string& id, const job_progress& p);
+
+}  // namespace admin_detail
 
 }  // namespace satrap

@@ -101,6 +101,11 @@ void launch(self_ptr self);
 // Sends the progress to the observer, if any.
 void notify(supervisor_state& st);
 
+// ---- supervisor_results.cpp: the end of a job ---------------------------------------------
+
+// Every trainer reported: reads the shards' statistics, delivers the result, stops the job.
+void finish(self_ptr self);
+
 // ---- supervisor_checkpoint.cpp: the cut protocol --------------------------------------------
 
 // Checkpoint folder and resume point, before the first generation.

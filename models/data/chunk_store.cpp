@@ -31,17 +31,19 @@ const T* view(capnp::Data::Reader d, size_t count) {
   return d.size() == count * sizeof(T) ? reinterpret_cast<const T*>(d.begin()) : nullptr;
 }
 
-std::string write_message(const std::string& path, capnp::MessageBuilder& mb) {
+result<ok_t> write_message(const std::string& path, capnp::MessageBuilder& mb) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    return path + ": cannot write: " + std::strerror(errno);
+    return make_model_error(path + ": cannot write: " + std::strerror(errno));
   try {
     capnp::writeMessageToFd(fd, mb);
   } catch (const kj::Exception& e) {
     ::close(fd);
-    return path + ": cannot write: " + e.getDescription().cStr();
+    return make_model_error(path + ": cannot write: " + e.getDescription().cStr());
   }
-  return ::close(fd) == 0 ? "" : path + ": cannot write: " + std::strerror(errno);
+  if (::close(fd) != 0)
+    return make_model_error(path + ": cannot write: " + std::strerror(errno));
+  return ok_t{};
 }
 
 capnp::ReaderOptions big_reader() {
@@ -75,7 +77,7 @@ void chunk_builder::add(const text_sample& s) {
   labels_.push_back(s.label);
 }
 
-std::string chunk_builder::write(const std::string& path) {
+result<ok_t> chunk_builder::write(const std::string& path) {
   capnp::MallocMessageBuilder mb;
   auto c = mb.initRoot<schema::DatasetChunk>();
   c.setSamples(samples());
@@ -85,15 +87,15 @@ std::string chunk_builder::write(const std::string& path) {
   c.setIds(blob(ids_));
   c.setDense(blob(dense_));
   c.setLabels(blob(labels_));
-  auto err = write_message(path, mb);
+  auto written = write_message(path, mb);
   offsets_.assign(1, 0);
   ids_.clear();
   dense_.clear();
   labels_.clear();
-  return err;
+  return written;
 }
 
-std::string manifest_write(const std::string& dir, const dataset_manifest& m) {
+result<ok_t> manifest_write(const std::string& dir, const dataset_manifest& m) {
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::DatasetManifest>();
   out.setVersion(dataset_cache_version);
@@ -116,32 +118,34 @@ std::string manifest_write(const std::string& dir, const dataset_manifest& m) {
   out.setParseSeconds(m.stats.parse_seconds);
   out.setTextBytes(m.stats.text_bytes);
   auto tmp = dir + "/manifest.bin.tmp";
-  if (auto err = write_message(tmp, mb); !err.empty())
-    return err;
+  if (auto written = write_message(tmp, mb); !written)
+    return written;
   if (std::rename(tmp.c_str(), (dir + "/manifest.bin").c_str()) != 0)
-    return dir + "/manifest.bin: cannot write: " + std::strerror(errno);
-  return "";
+    return make_model_error(dir + "/manifest.bin: cannot write: " + std::strerror(errno));
+  return ok_t{};
 }
 
-bool manifest_read(const std::string& dir, dataset_manifest& m) {
+result<dataset_manifest> manifest_read(const std::string& dir) {
+  auto unreadable = [&] {
+    return make_model_error(dir + "/manifest.bin: missing or unreadable cache manifest");
+  };
   int fd = ::open((dir + "/manifest.bin").c_str(), O_RDONLY);
   if (fd < 0)
-    return false;
+    return unreadable();
+  dataset_manifest m;
   try {
     capnp::StreamFdMessageReader reader(fd, big_reader());
     auto in = reader.getRoot<schema::DatasetManifest>();
     if (in.getVersion() != dataset_cache_version) {
       ::close(fd);
-      return false;
+      return unreadable();
     }
     m.key = in.getKey();
     m.slots = static_cast<int>(in.getSlots());
     m.dense_features = static_cast<int>(in.getDenseFeatures());
     m.stats.samples = in.getSamples();
-    m.chunks.clear();
     for (auto c : in.getChunks())
       m.chunks.push_back({c.getFile(), c.getSamples()});
-    m.stats.skipped.clear();
     for (auto s : in.getSkipped())
       m.stats.skipped[s.getReason()] = s.getCount();
     m.stats.lines = in.getLines();
@@ -149,27 +153,27 @@ bool manifest_read(const std::string& dir, dataset_manifest& m) {
     m.stats.text_bytes = in.getTextBytes();
   } catch (const kj::Exception&) {
     ::close(fd);
-    return false;
+    return unreadable();
   }
   ::close(fd);
-  return true;
+  return m;
 }
 
-std::unique_ptr<chunk_store> chunk_store::open(const std::string& dir, std::string& error) {
+result<std::unique_ptr<chunk_store>> chunk_store::open(const std::string& dir) {
+  auto manifest = manifest_read(dir);
+  if (!manifest)
+    return manifest.failure();
   std::unique_ptr<chunk_store> store(new chunk_store());
-  if (!manifest_read(dir, store->manifest_)) {
-    error = dir + "/manifest.bin: missing or unreadable cache manifest";
-    return nullptr;
-  }
+  store->manifest_ = std::move(manifest.value());
   for (auto& entry : store->manifest_.chunks) {
     mapped_chunk c;
-    error = store->map_chunk(dir + "/" + entry.file, c);
-    if (!error.empty() || c.samples != entry.samples) {
-      if (error.empty())
-        error = dir + "/" + entry.file + ": sample count differs from the manifest";
+    auto mapped = store->map_chunk(dir + "/" + entry.file, c);
+    if (!mapped || c.samples != entry.samples) {
       if (c.base)
         ::munmap(c.base, c.bytes);
-      return nullptr;
+      if (!mapped)
+        return mapped.failure();
+      return make_model_error(dir + "/" + entry.file + ": sample count differs from the manifest");
     }
     store->chunks_.push_back(c);
     store->starts_.push_back(store->starts_.back() + c.samples);
@@ -177,10 +181,10 @@ std::unique_ptr<chunk_store> chunk_store::open(const std::string& dir, std::stri
   return store;
 }
 
-std::string chunk_store::map_chunk(const std::string& path, mapped_chunk& c) const {
+result<ok_t> chunk_store::map_chunk(const std::string& path, mapped_chunk& c) const {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return path + ": cannot open: " + std::strerror(errno);
+    return make_model_error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   ::fstat(fd, &st);
   c.bytes = static_cast<size_t>(st.st_size);
@@ -188,9 +192,9 @@ std::string chunk_store::map_chunk(const std::string& path, mapped_chunk& c) con
   ::close(fd);
   if (c.base == MAP_FAILED || c.bytes % sizeof(capnp::word) != 0) {
     c.base = c.base == MAP_FAILED ? nullptr : c.base;
-    return path + ": cannot map a chunk file";
+    return make_model_error(path + ": cannot map a chunk file");
   }
-  auto bad = [&] { return path + ": corrupt chunk file"; };
+  auto bad = [&] { return make_model_error(path + ": corrupt chunk file"); };
   try {
     kj::ArrayPtr<const capnp::word> words(static_cast<const capnp::word*>(c.base),
                                           c.bytes / sizeof(capnp::word));
@@ -215,7 +219,7 @@ std::string chunk_store::map_chunk(const std::string& path, mapped_chunk& c) con
   } catch (const kj::Exception&) {
     return bad();
   }
-  return "";
+  return ok_t{};
 }
 
 chunk_store::~chunk_store() {

@@ -7,6 +7,7 @@
 #include "models/data/batch.hpp"
 #include "models/data/dataset_cache.hpp"
 #include "models/data/text_format.hpp"
+#include "models/result.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -23,8 +24,8 @@ class chunk_builder {
   // Appends a parsed sample: its features grouped by slot; an empty slot gets its missing id.
   void add(const text_sample& sample);
   uint32_t samples() const { return static_cast<uint32_t>(labels_.size()); }
-  // Writes the chunk to `path` and clears the builder; "" or what went wrong.
-  std::string write(const std::string& path);
+  // Writes the chunk to `path` and clears the builder.
+  result<ok_t> write(const std::string& path);
 
  private:
   int slots_, dense_features_;
@@ -48,15 +49,15 @@ struct dataset_manifest {
   dataset_stats stats;
 };
 
-// Writes <dir>/manifest.bin atomically (temporary file, then rename); "" or what went wrong.
-std::string manifest_write(const std::string& dir, const dataset_manifest& m);
-// Reads <dir>/manifest.bin; false when missing or unreadable.
-bool manifest_read(const std::string& dir, dataset_manifest& m);
+// Writes <dir>/manifest.bin atomically (temporary file, then rename).
+result<ok_t> manifest_write(const std::string& dir, const dataset_manifest& m);
+// Reads <dir>/manifest.bin; an error when it is missing, unreadable or of another version.
+result<dataset_manifest> manifest_read(const std::string& dir);
 
 class chunk_store {
  public:
-  // Maps every chunk of the cache in `dir`; nullptr and `error` set when it cannot.
-  static std::unique_ptr<chunk_store> open(const std::string& dir, std::string& error);
+  // Maps every chunk of the cache in `dir`.
+  static result<std::unique_ptr<chunk_store>> open(const std::string& dir);
   ~chunk_store();
   chunk_store(const chunk_store&) = delete;
   chunk_store& operator=(const chunk_store&) = delete;
@@ -79,7 +80,7 @@ class chunk_store {
     const float* labels = nullptr;
   };
   chunk_store() = default;
-  std::string map_chunk(const std::string& path, mapped_chunk& c) const;
+  result<ok_t> map_chunk(const std::string& path, mapped_chunk& c) const;
 
   dataset_manifest manifest_;
   std::vector<mapped_chunk> chunks_;

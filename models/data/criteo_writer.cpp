@@ -86,25 +86,25 @@ result<ok_t> write_file(const std::string& path, const synthetic_generator& g, d
 
 }  // namespace
 
-std::string criteo_write_check(const criteo_write_options& o) {
+result<ok_t> criteo_write_check(const criteo_write_options& o) {
   if (o.out.empty())
-    return "the output folder is empty";
+    return make_input_error("the output folder is empty");
   if (o.train_samples < 0)
-    return "train_samples: expected >= 0, got " + std::to_string(o.train_samples);
+    return make_input_error("train_samples: expected >= 0, got " + std::to_string(o.train_samples));
   if (o.test_samples < 0)
-    return "test_samples: expected >= 0, got " + std::to_string(o.test_samples);
+    return make_input_error("test_samples: expected >= 0, got " + std::to_string(o.test_samples));
   if (o.files < 1)
-    return "files: expected >= 1, got " + std::to_string(o.files);
+    return make_input_error("files: expected >= 1, got " + std::to_string(o.files));
   if (o.vocab < 1)
-    return "vocab: expected >= 1";
+    return make_input_error("vocab: expected >= 1");
   if (!(o.missing >= 0.0 && o.missing <= 1.0))
-    return "missing: expected a share in [0, 1]";
-  return "";
+    return make_input_error("missing: expected a share in [0, 1]");
+  return ok_t{};
 }
 
 result<criteo_write_summary> write_criteo_files(const criteo_write_options& o) {
-  if (auto bad = criteo_write_check(o); !bad.empty())
-    return make_model_error(bad);
+  if (auto checked = criteo_write_check(o); !checked)
+    return checked.failure();
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec)

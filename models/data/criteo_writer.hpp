@@ -28,9 +28,10 @@ struct criteo_write_summary {
   double test_oracle_auc = 0.0;  // AUC of the teacher's probabilities on the test file
 };
 
-// "" when the options make sense, else what was expected.
-std::string criteo_write_check(const criteo_write_options& o);
+// Whether the options make sense; the error (bad_input) says what was expected.
+result<ok_t> criteo_write_check(const criteo_write_options& o);
 
+// Writes the files; bad options are a bad_input error, a failed write a plain one.
 result<criteo_write_summary> write_criteo_files(const criteo_write_options& o);
 
 }  // namespace satrap

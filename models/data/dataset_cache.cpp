@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 namespace satrap {
@@ -24,8 +25,7 @@ namespace {
 struct file_result {
   std::vector<manifest_chunk> chunks;
   dataset_stats stats;
-  std::string error;  // fail policy: the first bad line; or an I/O error
-  bool bad_input = false;  // the error is the file's (cannot open, a bad line), not a write's
+  std::optional<model_error> error;  // fail policy: the first bad line (bad_input); or an I/O error
 };
 
 std::string options_key(const dataset_convert_options& o) {
@@ -75,8 +75,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
   const auto& path = o.files[index];
   line_reader in(path);
   if (!in.is_open()) {
-    r.error = path + ": cannot open: " + in.error();
-    r.bad_input = true;
+    r.error = make_input_error(path + ": cannot open: " + in.error());
     return r;
   }
   chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format));
@@ -85,13 +84,13 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     name.append(std::to_string(index)).append("-c").append(std::to_string(r.chunks.size()));
     name.append(".chunk");
     r.chunks.push_back({name, chunk.samples()});
-    auto err = chunk.write(dir + "/" + name);
-    if (!err.empty() && r.error.empty())
-      r.error = err;
+    auto written = chunk.write(dir + "/" + name);
+    if (!written && !r.error)
+      r.error = written.failure();
   };
   text_sample sample;
   std::string_view line;
-  while (r.error.empty() && !stop.load(std::memory_order_relaxed) && in.next(line)) {
+  while (!r.error && !stop.load(std::memory_order_relaxed) && in.next(line)) {
     ++r.stats.lines;
     if (blank(line))
       continue;
@@ -101,9 +100,8 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
                  : parse_text_line(line, o.format, sample);
     if (err) {
       if (o.on_error == on_error_policy::fail) {
-        r.error = where(path, in.line_number(), err->column) + ": " + err->reason + ": expected "
-                  + err->expected;
-        r.bad_input = true;
+        r.error = make_input_error(where(path, in.line_number(), err->column) + ": " + err->reason
+                                   + ": expected " + err->expected);
       } else {
         ++r.stats.skipped[err->reason];
       }
@@ -114,11 +112,10 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     if (chunk.samples() == o.chunk_samples)
       flush();
   }
-  if (r.error.empty() && !in.error().empty()) {
-    r.error = path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: " + in.error();
-    r.bad_input = true;  // a damaged gzip stream or a truncated file
-  }
-  if (r.error.empty() && chunk.samples() > 0)
+  if (!r.error && !in.error().empty())  // a damaged gzip stream or a truncated file
+    r.error = make_input_error(path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: "
+                               + in.error());
+  if (!r.error && chunk.samples() > 0)
     flush();
   r.stats.text_bytes = in.bytes();
   return r;
@@ -134,8 +131,7 @@ void merge(dataset_stats& into, const dataset_stats& from) {
 
 // Converts every file with `workers` threads. An error stops every worker; of the errors found,
 // the one of the earliest file is reported.
-std::string convert_all(const dataset_convert_options& o, const std::string& dir,
-                        dataset_manifest& m, bool& bad_input) {
+result<ok_t> convert_all(const dataset_convert_options& o, const std::string& dir, dataset_manifest& m) {
   std::vector<file_result> results(o.files.size());
   std::atomic<bool> stop{false};
   auto work = [&](size_t first) {
@@ -143,7 +139,7 @@ std::string convert_all(const dataset_convert_options& o, const std::string& dir
       if (stop)
         return;
       results[i] = convert_file(o, i, dir, stop);
-      if (!results[i].error.empty())
+      if (results[i].error)
         stop = true;
     }
   };
@@ -154,37 +150,28 @@ std::string convert_all(const dataset_convert_options& o, const std::string& dir
   for (auto& t : threads)
     t.join();
   for (auto& r : results) {
-    if (!r.error.empty()) {
-      bad_input = r.bad_input;
-      return r.error;
-    }
+    if (r.error)
+      return *r.error;
     m.chunks.insert(m.chunks.end(), r.chunks.begin(), r.chunks.end());
     merge(m.stats, r.stats);
   }
-  return "";
+  return ok_t{};
 }
 
 }  // namespace
 
-dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
-  dataset_cache_result out;
-  if (auto want = text_format_check(o.format); !want.empty()) {
-    out.error = "expected " + want;
-    out.bad_input = true;
-    return out;
-  }
-  if (o.files.empty()) {
-    out.error = "no data files";
-    out.bad_input = true;
-    return out;
-  }
+result<cached_dataset> dataset_cache_build(const dataset_convert_options& o) {
+  if (auto format = text_format_check(o.format); !format)
+    return make_input_error("expected " + format.error());
+  if (o.files.empty())
+    return make_input_error("no data files");
+  cached_dataset out;
   dataset_manifest m;
   m.key = options_key(o);
   auto dir = (fs::path(o.cache_root) / key_folder(m.key)).string();
-  dataset_manifest old;
-  if (manifest_read(dir, old) && old.key == m.key) {
+  if (auto old = manifest_read(dir); old && old->key == m.key) {
     out.dir = dir;
-    out.stats = old.stats;
+    out.stats = old->stats;
     out.reused = true;
     std::error_code ec;  // used now: the last a size cap deletes
     fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
@@ -194,23 +181,17 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   }
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) {
-    out.error = dir + ": cannot create the cache folder: " + ec.message();
-    return out;
-  }
+  if (ec)
+    return make_model_error(dir + ": cannot create the cache folder: " + ec.message());
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
   auto start = std::chrono::steady_clock::now();
-  if (auto err = convert_all(o, dir, m, out.bad_input); !err.empty()) {
-    out.error = err;
-    return out;
-  }
+  if (auto converted = convert_all(o, dir, m); !converted)
+    return converted.failure();
   m.stats.parse_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (auto err = manifest_write(dir, m); !err.empty()) {
-    out.error = err;
-    return out;
-  }
+  if (auto written = manifest_write(dir, m); !written)
+    return written.failure();
   out.dir = dir;
   out.stats = m.stats;
   if (o.cache_max_bytes > 0)
@@ -256,8 +237,8 @@ int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::s
   return removed;
 }
 
-std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
-                                           const std::string& base_dir, std::string& error) {
+result<std::vector<std::string>> expand_data_files(const std::vector<std::string>& patterns,
+                                                   const std::string& base_dir) {
   std::vector<std::string> files;
   for (auto& p : patterns) {
     auto path = fs::path(p);
@@ -268,17 +249,16 @@ std::vector<std::string> expand_data_files(const std::vector<std::string>& patte
     int rc = ::glob(text.c_str(), 0, nullptr, &g);
     if (rc != 0 || g.gl_pathc == 0) {
       ::globfree(&g);
-      error = text + ": no such data file" + (p != text ? " (from '" + p + "')" : "");
-      return {};
+      return make_input_error(text + ": no such data file" + (p != text ? " (from '" + p + "')" : ""));
     }
     for (size_t i = 0; i < g.gl_pathc; ++i) {  // glob sorts its matches
       // Only regular files: /dev/zero or a FIFO has no end (it once spun forever), a folder no lines.
       std::error_code ec;
       if (!fs::is_regular_file(g.gl_pathv[i], ec)) {
-        error = std::string(g.gl_pathv[i]) + ": not a regular file (a data file must be a plain "
-                "file, not a device, FIFO or folder)";
+        std::string file = g.gl_pathv[i];
         ::globfree(&g);
-        return {};
+        return make_input_error(file + ": not a regular file (a data file must be a plain file, not "
+                                "a device, FIFO or folder)");
       }
       files.emplace_back(g.gl_pathv[i]);
     }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "models/data/text_format.hpp"
+#include "models/result.hpp"
 
 #include <cstdint>
 #include <map>
@@ -40,19 +41,19 @@ struct dataset_stats {
   uint64_t text_bytes = 0;                     // uncompressed text bytes parsed
 };
 
-struct dataset_cache_result {
-  std::string dir;        // the cache folder (holds manifest.bin); empty on error
+struct cached_dataset {
+  std::string dir;        // the cache folder (holds manifest.bin)
   dataset_stats stats;    // of the conversion (read back from the manifest when reused)
   bool reused = false;    // true when a matching cache was found
-  std::string error;      // "" or what went wrong, e.g. "a.libfm:12:7: bad_label: expected ..."
   int trimmed = 0;        // other data sets deleted for the cache's size cap
-  bool bad_input = false; // the error is the data's (a bad line, a file that cannot be opened or
-                          // is not a regular file), not the machine's (a cache write that failed)
 };
 
 // Converts (or reuses, marking it used now) the data set's cache, then trims cache_root to
-// cache_max_bytes (dataset_cache_trim, keeping this data set).
-dataset_cache_result dataset_cache_build(const dataset_convert_options& options);
+// cache_max_bytes (dataset_cache_trim, keeping this data set). The error says what went wrong,
+// e.g. "a.libfm:12:7: bad_label: expected ..."; it is bad_input() when it is the data's (a bad
+// line, a file that cannot be opened or is not a regular file), not the machine's (a cache write
+// that failed).
+result<cached_dataset> dataset_cache_build(const dataset_convert_options& options);
 
 // Deletes whole cached data sets under `root`, least recently used first (by their manifest's
 // modification time, which a reuse refreshes), until the folder holds at most `max_bytes`; never
@@ -61,8 +62,9 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& options)
 int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir);
 
 // Expands `patterns` (paths or globs, relative ones against `base_dir` when it is not empty),
-// in order, each glob's matches sorted. A pattern that matches nothing is an error.
-std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,
-                                           const std::string& base_dir, std::string& error);
+// in order, each glob's matches sorted. A pattern that matches nothing, or a match that is not a
+// regular file, is an error (bad_input).
+result<std::vector<std::string>> expand_data_files(const std::vector<std::string>& patterns,
+                                                   const std::string& base_dir);
 
 }  // namespace satrap

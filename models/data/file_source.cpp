@@ -10,47 +10,43 @@
 
 namespace satrap {
 
-std::unique_ptr<file_source> file_source::open(const std::string& train_dir,
-                                               const std::string& test_dir,
-                                               const file_source_options& options,
-                                               std::string& error,
-                                               const std::string& validation_dir) {
+result<std::unique_ptr<file_source>> file_source::open(const std::string& train_dir,
+                                                       const std::string& test_dir,
+                                                       const file_source_options& options,
+                                                       const std::string& validation_dir) {
   std::unique_ptr<file_source> src(new file_source());
   src->options_ = options;
-  src->train_ = chunk_store::open(train_dir, error);
-  if (!src->train_)
-    return nullptr;
+  auto train = chunk_store::open(train_dir);
+  if (!train)
+    return train.failure();
+  src->train_ = std::move(train.value());
   auto total = src->train_->samples();
   if (test_dir.empty()) {
     auto held = static_cast<int64_t>(std::ceil(options.test_fraction * static_cast<double>(total)));
     src->train_view_ = {src->train_.get(), 0, total - held};
     src->test_view_ = {src->train_.get(), total - held, held};
   } else {
-    src->test_ = chunk_store::open(test_dir, error);
-    if (!src->test_)
-      return nullptr;
+    auto test = chunk_store::open(test_dir);
+    if (!test)
+      return test.failure();
+    src->test_ = std::move(test.value());
     if (src->test_->slots() != src->train_->slots()
-        || src->test_->dense_features() != src->train_->dense_features()) {
-      error = "the test files' samples differ in shape from the training files'";
-      return nullptr;
-    }
+        || src->test_->dense_features() != src->train_->dense_features())
+      return make_model_error("the test files' samples differ in shape from the training files'");
     src->train_view_ = {src->train_.get(), 0, total};
     src->test_view_ = {src->test_.get(), 0, src->test_->samples()};
   }
   if (!validation_dir.empty()) {
-    src->valid_ = chunk_store::open(validation_dir, error);
-    if (!src->valid_)
-      return nullptr;
+    auto valid = chunk_store::open(validation_dir);
+    if (!valid)
+      return valid.failure();
+    src->valid_ = std::move(valid.value());
     if (src->valid_->slots() != src->train_->slots()
-        || src->valid_->dense_features() != src->train_->dense_features()) {
-      error = "the validation files' samples differ in shape from the training files'";
-      return nullptr;
-    }
+        || src->valid_->dense_features() != src->train_->dense_features())
+      return make_model_error("the validation files' samples differ in shape from the training files'");
     src->valid_view_ = {src->valid_.get(), 0, src->valid_->samples()};
-    if (src->valid_view_.count <= 0) {
-      error = "the validation split has no samples (check data.validation_files)";
-      return nullptr;
-    }
+    if (src->valid_view_.count <= 0)
+      return make_model_error("the validation split has no samples (check data.validation_files)");
   } else if (options.validation_fraction > 0.0) {
     auto n = src->train_view_.count;
     src->carved_rows_ = n;
@@ -68,18 +64,14 @@ std::unique_ptr<file_source> file_source::open(const std::string& train_dir,
     auto v = src->valid_before_[words];
     src->valid_view_ = {src->train_view_.store, src->train_view_.first, v};
     src->train_view_.count = n - v;
-    if (v <= 0) {
-      error = "data.validation_fraction " + std::to_string(options.validation_fraction)
-              + " leaves no validation row of " + std::to_string(n) + ": raise it";
-      return nullptr;
-    }
+    if (v <= 0)
+      return make_model_error("data.validation_fraction " + std::to_string(options.validation_fraction)
+                              + " leaves no validation row of " + std::to_string(n) + ": raise it");
   }
-  if (src->train_view_.count <= 0 || src->test_view_.count <= 0) {
-    error = "the " + std::string(src->train_view_.count <= 0 ? "training" : "test")
-            + " split has no samples (" + std::to_string(total) + " samples read; check the files, "
-            "data.test_fraction and data.on_error)";
-    return nullptr;
-  }
+  if (src->train_view_.count <= 0 || src->test_view_.count <= 0)
+    return make_model_error("the " + std::string(src->train_view_.count <= 0 ? "training" : "test")
+                            + " split has no samples (" + std::to_string(total)
+                            + " samples read; check the files, data.test_fraction and data.on_error)");
   return src;
 }
 

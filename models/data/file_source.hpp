@@ -37,13 +37,13 @@ struct file_source_options {
 class file_source final : public batch_source {
  public:
   // `test_dir` may be empty: then the test split is the held-out tail of the training cache.
-  // nullptr and `error` set when a cache cannot be opened or a split would be empty.
   // `validation_dir` may be empty: then options.validation_fraction of the training rows
-  // validate (0: no validation split).
-  static std::unique_ptr<file_source> open(const std::string& train_dir,
-                                           const std::string& test_dir,
-                                           const file_source_options& options, std::string& error,
-                                           const std::string& validation_dir = "");
+  // validate (0: no validation split). An error when a cache cannot be opened, the caches'
+  // samples differ in shape or a split would be empty.
+  static result<std::unique_ptr<file_source>> open(const std::string& train_dir,
+                                                   const std::string& test_dir,
+                                                   const file_source_options& options,
+                                                   const std::string& validation_dir = "");
 
   batch make_batch(data_split split, int64_t index, int batch_size) const override;
   int64_t samples(data_split split) const override;

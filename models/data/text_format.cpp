@@ -212,23 +212,23 @@ int text_format_dense_features(const text_format_options& o) {
   return o.format == text_format::criteo ? criteo_dense_features : 1;
 }
 
-std::string text_format_check(const text_format_options& o) {
+result<ok_t> text_format_check(const text_format_options& o) {
   if (o.format == text_format::criteo)
-    return "";
+    return ok_t{};
   if (!o.field_starts.empty()) {
     if (o.format != text_format::libsvm)
-      return "data.field_starts only for libsvm / libfm data";
+      return make_input_error("data.field_starts only for libsvm / libfm data");
     if (!std::is_sorted(o.field_starts.begin(), o.field_starts.end())
         || std::adjacent_find(o.field_starts.begin(), o.field_starts.end()) != o.field_starts.end()
         || o.field_starts.front() < 0)
-      return "data.field_starts: strictly ascending ids >= 0";
+      return make_input_error("data.field_starts: strictly ascending ids >= 0");
     if (o.slots != 0 && o.slots != static_cast<int>(o.field_starts.size()))
-      return "data.slots: 0 or the number of data.field_starts";
-    return "";
+      return make_input_error("data.slots: 0 or the number of data.field_starts");
+    return ok_t{};
   }
   if (o.slots < 1)
-    return "data.slots >= 1 (or data.field_starts for libsvm / libfm)";
-  return "";
+    return make_input_error("data.slots >= 1 (or data.field_starts for libsvm / libfm)");
+  return ok_t{};
 }
 
 uint64_t missing_id(int slot) {

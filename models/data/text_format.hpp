@@ -15,6 +15,8 @@
 // Threading: pure functions over one line; options are read-only.
 #pragma once
 
+#include "models/result.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,8 +43,8 @@ int text_format_slots(const text_format_options& options);
 // Dense features: Criteo's 13; the other formats have none, so they get one constant 1.0 (the
 // DLRM's bottom MLP then learns a bias vector that takes part in the interactions).
 int text_format_dense_features(const text_format_options& options);
-// "" when the options make sense, else what was expected.
-std::string text_format_check(const text_format_options& options);
+// Whether the options make sense; the error says what was expected.
+result<ok_t> text_format_check(const text_format_options& options);
 
 // One parsed sample.
 struct text_sample {

@@ -7,32 +7,21 @@
 #include "models/dense/concat.hpp"
 #include "models/dense/mlp.hpp"
 #include "models/dense/model_zoo.hpp"
+#include "models/dense/param_blocks.hpp"
 
 namespace satrap {
 
 namespace {
 
-class deepfm final : public dense_model {
+enum deepfm_block : size_t { bottom, linear, top };
+
+class deepfm final : public block_model {
  public:
   deepfm(const dense_model_config& config, uint64_t seed)
-      : config_(config),
+      : block_model(deepfm_blocks(config), seed),
+        config_(config),
         fields_(config.slots + 1),
-        width_(fields_ * config.dim),
-        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
-        linear_(width_, {1}, false),
-        top_(width_, mlp_sizes(config.top, 1), false) {
-    linear_offset_ = bottom_.param_count();
-    top_offset_ = linear_offset_ + linear_.param_count();
-    params_.resize(top_offset_ + top_.param_count());
-    grads_.resize(params_.size());
-    bottom_.init(params_.data(), seed);
-    top_.init(params_.data() + top_offset_, seed + 1);
-    linear_.init(params_.data() + linear_offset_, seed + 2);
-  }
-
-  std::span<float> params() override { return params_; }
-  std::span<const float> params() const override { return params_; }
-  std::span<float> grads() override { return grads_; }
+        width_(fields_ * config.dim) {}
 
   void forward(int batch, const float* dense, const float* pooled, float* logits) override {
     run_forward(batch, dense, pooled, logits);
@@ -47,10 +36,8 @@ class deepfm final : public dense_model {
     const size_t n = static_cast<size_t>(batch) * width_;
     g_.resize(n);
     tmp_.resize(n);
-    top_.backward(batch, params_.data() + top_offset_, dlogits_.data(),
-                  grads_.data() + top_offset_, g_.data());
-    linear_.backward(batch, params_.data() + linear_offset_, dlogits_.data(),
-                     grads_.data() + linear_offset_, tmp_.data());
+    blocks_.backward(top, batch, dlogits_.data(), g_.data());
+    blocks_.backward(linear, batch, dlogits_.data(), tmp_.data());
     // d fm / d v_ik = S_k - v_ik.
     for (int s = 0; s < batch; ++s) {
       const float* v = z_.data() + static_cast<size_t>(s) * width_;
@@ -66,7 +53,7 @@ class deepfm final : public dense_model {
     }
     dx_.resize(static_cast<size_t>(batch) * dim);
     split_rows(batch, dim, dx_.data(), config_.slots * dim, pooled_grad, g_.data());
-    bottom_.backward(batch, params_.data(), dx_.data(), grads_.data(), nullptr);
+    blocks_.backward(bottom, batch, dx_.data(), nullptr);
     return loss;
   }
 
@@ -74,11 +61,11 @@ class deepfm final : public dense_model {
   void run_forward(int batch, const float* dense, const float* pooled, float* logits) {
     SATRAP_ASSERT(batch > 0);
     const int dim = config_.dim;
-    const float* x = bottom_.forward(batch, params_.data(), dense);
+    const float* x = blocks_.forward(bottom, batch, dense);
     z_.resize(static_cast<size_t>(batch) * width_);
     concat_rows(batch, dim, x, config_.slots * dim, pooled, z_.data());
-    const float* deep = top_.forward(batch, params_.data() + top_offset_, z_.data());
-    const float* first = linear_.forward(batch, params_.data() + linear_offset_, z_.data());
+    const float* deep = blocks_.forward(top, batch, z_.data());
+    const float* first = blocks_.forward(linear, batch, z_.data());
     sums_.resize(static_cast<size_t>(batch) * dim);
     for (int s = 0; s < batch; ++s) {
       const float* v = z_.data() + static_cast<size_t>(s) * width_;
@@ -100,18 +87,18 @@ class deepfm final : public dense_model {
   dense_model_config config_;
   int fields_;                       // slots + 1
   int width_;                        // fields_ * dim
-  mlp bottom_;
-  mlp linear_;                       // first-order term: one linear layer to 1
-  mlp top_;
-  size_t linear_offset_ = 0, top_offset_ = 0;
-  std::vector<float> params_;
-  std::vector<float> grads_;
   std::vector<float> z_;             // [bottom(dense), e_1..e_slots] per sample
   std::vector<float> sums_;          // per sample: S_k = sum over fields
   std::vector<float> g_, tmp_, dx_, dlogits_;
 };
 
 }  // namespace
+
+// Params: bottom, the first-order term (one linear layer to 1; seed 2), top (seed 1).
+std::vector<mlp_block> deepfm_blocks(const dense_model_config& c) {
+  const int width = (c.slots + 1) * c.dim;
+  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}, {width, {1}, 2}, {width, mlp_sizes(c.top, 1), 1}};
+}
 
 std::unique_ptr<dense_model> make_deepfm(const dense_model_config& config, uint64_t seed) {
   return std::make_unique<deepfm>(config, seed);

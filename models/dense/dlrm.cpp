@@ -8,28 +8,21 @@
 #include "models/dense/mlp.hpp"
 #include "models/embedding/id_map.hpp"
 #include "models/dense/model_zoo.hpp"
+#include "models/dense/param_blocks.hpp"
 
 namespace satrap {
 
 namespace {
 
-class dlrm final : public dense_model {
+enum dlrm_block : size_t { bottom, top };
+
+class dlrm final : public block_model {
  public:
   dlrm(const dense_model_config& config, uint64_t seed)
-      : config_(config),
-        bottom_(config.dense_features, mlp_sizes(config.bottom, config.dim), false),
-        top_(dlrm_top_input(config), mlp_sizes(config.top, 1), false) {
-    params_.resize(bottom_.param_count() + top_.param_count());
-    grads_.resize(params_.size());
-    bottom_.init(params_.data(), seed);
-    top_.init(params_.data() + bottom_.param_count(), seed + 1);
+      : block_model(dlrm_blocks(config), seed), config_(config), top_(blocks_.net(top)) {
     top_.set_dropout(config.dropout);
     dropout_key_ = mix64(seed ^ 0xd20f0d20f0ULL);
   }
-
-  std::span<float> params() override { return params_; }
-  std::span<const float> params() const override { return params_; }
-  std::span<float> grads() override { return grads_; }
 
   void forward(int batch, const float* dense, const float* pooled, float* logits) override {
     const float* out = run_forward(batch, dense, pooled);
@@ -45,8 +38,7 @@ class dlrm final : public dense_model {
     dlogits_.resize(batch);
     double loss = bce_with_logits(batch, logits, labels, loss_scale, dlogits_.data());
     dz_.resize(static_cast<size_t>(batch) * top_.in());
-    top_.backward(batch, top_params(), dlogits_.data(), grads_.data() + bottom_.param_count(),
-                  dz_.data());
+    blocks_.backward(top, batch, dlogits_.data(), dz_.data());
     dx_.resize(static_cast<size_t>(batch) * config_.dim);
     const int dim = config_.dim, slots = config_.slots;
     const size_t emb = static_cast<size_t>(slots) * dim;
@@ -68,16 +60,14 @@ class dlrm final : public dense_model {
         break;
       }
     }
-    bottom_.backward(batch, params_.data(), dx_.data(), grads_.data(), nullptr);
+    blocks_.backward(bottom, batch, dx_.data(), nullptr);
     return loss;
   }
 
  private:
-  const float* top_params() const { return params_.data() + bottom_.param_count(); }
-
   const float* run_forward(int batch, const float* dense, const float* pooled) {
     SATRAP_ASSERT(batch > 0);
-    x_ = bottom_.forward(batch, params_.data(), dense);
+    x_ = blocks_.forward(bottom, batch, dense);
     z_.resize(static_cast<size_t>(batch) * top_.in());
     const int dim = config_.dim, slots = config_.slots;
     const int emb = slots * dim;
@@ -96,21 +86,23 @@ class dlrm final : public dense_model {
         break;
       }
     }
-    return top_.forward(batch, top_params(), z_.data());
+    return blocks_.forward(top, batch, z_.data());
   }
 
   dense_model_config config_;
-  mlp bottom_;
-  mlp top_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
-  const float* x_ = nullptr;  // bottom output, owned by bottom_
+  mlp& top_;                  // blocks_.net(top)
+  const float* x_ = nullptr;  // bottom output, owned by the bottom MLP
   std::vector<float> z_, dz_, dx_, dlogits_, zi_, dzi_, demb_;
   uint64_t dropout_key_ = 0;
   uint64_t train_steps_ = 0;  // a new dropout mask per training forward
 };
 
 }  // namespace
+
+// Params: bottom, top.
+std::vector<mlp_block> dlrm_blocks(const dense_model_config& c) {
+  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}, {dlrm_top_input(c), mlp_sizes(c.top, 1), 1}};
+}
 
 int dlrm_top_input(const dense_model_config& c) {
   switch (c.interaction) {

@@ -66,13 +66,18 @@ int main(int argc, char** argv) {
   t = std::chrono::steady_clock::now();
   auto cache = dataset_cache_build(o);
   double convert_s = seconds_since(t);
-  if (!cache.error.empty()) {
-    std::fprintf(stderr, "%s\n", cache.error.c_str());
+  if (!cache) {
+    std::fprintf(stderr, "%s\n", cache.error().c_str());
     return 1;
   }
-  std::string error;
   // (one sample held out: a split may not be empty)
-  auto src = file_source::open(cache.dir, "", {.test_fraction = 1e-9}, error);
+  auto opened = file_source::open(cache->dir, "", {.test_fraction = 1e-9});
+  auto opened_in_order = file_source::open(cache->dir, "", {.shuffle = false, .test_fraction = 1e-9});
+  if (!opened || !opened_in_order) {
+    std::fprintf(stderr, "%s\n", (opened ? opened_in_order : opened).error().c_str());
+    return 1;
+  }
+  auto& src = opened.value();
   const int batch_size = 512;
   const auto n = src->samples(data_split::train);
   int64_t ids = 0;
@@ -84,8 +89,7 @@ int main(int argc, char** argv) {
   };
   epoch(*src);
   double read_s = epoch(*src);
-  auto in_order = file_source::open(cache.dir, "", {.shuffle = false, .test_fraction = 1e-9}, error);
-  double ordered_s = epoch(*in_order);
+  double ordered_s = epoch(*opened_in_order.value());
   std::filesystem::remove_all(o.cache_root);
   std::printf("samples=%lld text_parse_s=%.3f convert_s=%.3f cache_epoch_s=%.3f "
               "cache_epoch_unshuffled_s=%.3f\n", static_cast<long long>(parsed), parse_s, convert_s,

@@ -64,14 +64,20 @@ dataset_convert_options libsvm_options(const scratch& s, std::vector<std::string
   return o;
 }
 
-std::unique_ptr<file_source> open_source(const dataset_cache_result& train,
-                                         const dataset_cache_result& test,
+// Builds a cache that must build.
+cached_dataset build(const dataset_convert_options& o) {
+  auto r = dataset_cache_build(o);
+  INFO((r.ok() ? std::string() : r.error()));
+  REQUIRE(r.ok());
+  return r.value();
+}
+
+std::unique_ptr<file_source> open_source(const cached_dataset& train, const cached_dataset& test,
                                          file_source_options fo = {}) {
-  std::string error;
-  auto src = file_source::open(train.dir, test.dir, fo, error);
-  INFO(error);
-  REQUIRE(src);
-  return src;
+  auto src = file_source::open(train.dir, test.dir, fo);
+  INFO((src.ok() ? std::string() : src.error()));
+  REQUIRE(src.ok());
+  return std::move(src.value());
 }
 
 }  // namespace
@@ -97,7 +103,9 @@ TEST_CASE("a truncated gzip file is a read error, not a silent short file") {
   auto path = s.write_gz("t.gz", libsvm_lines(0, 2000));
   fs::resize_file(path, fs::file_size(path) / 2);
   auto r = dataset_cache_build(libsvm_options(s, {path}));
-  CHECK(r.error.find("read_error") != std::string::npos);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().find("read_error") != std::string::npos);
+  CHECK(r.bad_input());
 }
 
 TEST_CASE("a cached data set reads back sample by sample, in file order, across chunks") {
@@ -107,12 +115,11 @@ TEST_CASE("a cached data set reads back sample by sample, in file order, across 
   auto test = s.write("t.libfm", libsvm_lines(100, 5));
   auto o = libsvm_options(s, {a, b});
   o.workers = 2;
-  auto train = dataset_cache_build(o);
-  REQUIRE(train.error == "");
+  auto train = build(o);
   CHECK_FALSE(train.reused);
   CHECK(train.stats.samples == 23);
   CHECK(train.stats.lines == 23);
-  auto t = dataset_cache_build(libsvm_options(s, {test}));
+  auto t = build(libsvm_options(s, {test}));
   auto src = open_source(train, t, {.shuffle = false});
   CHECK(src->samples(data_split::train) == 23);
   CHECK(src->samples(data_split::test) == 5);
@@ -134,12 +141,12 @@ TEST_CASE("a cached data set reads back sample by sample, in file order, across 
   CHECK(wrap.size == 5);
   CHECK(wrap.labels[3] == 0.0f);  // sample 0 again
   // One worker gives the same cache content; the second build is reused.
-  auto again = dataset_cache_build(o);
+  auto again = build(o);
   CHECK(again.reused);
   CHECK(again.dir == train.dir);
   o.workers = 1;
   o.cache_root = (s.dir / "cache1").string();
-  auto one = open_source(dataset_cache_build(o), t, {.shuffle = false});
+  auto one = open_source(build(o), t, {.shuffle = false});
   auto batch1 = one->make_batch(data_split::train, 2, 5);
   CHECK(batch1.ids == batch0.ids);
   CHECK(batch1.labels == batch0.labels);
@@ -149,8 +156,9 @@ TEST_CASE("on_error fail names file, line, column, reason and what was expected"
   scratch s;
   auto path = s.write("bad.libfm", libsvm_lines(0, 3) + "1 3:1 12:x\n" + libsvm_lines(0, 3));
   auto r = dataset_cache_build(libsvm_options(s, {path}));
-  CHECK(r.error == path + ":4:10: bad_value: expected a finite number after ':'");
-  CHECK(r.dir.empty());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == path + ":4:10: bad_value: expected a finite number after ':'");
+  CHECK(r.bad_input());
 }
 
 TEST_CASE("on_error skip drops bad lines and counts every reason") {
@@ -159,39 +167,37 @@ TEST_CASE("on_error skip drops bad lines and counts every reason") {
               + "oops\n" + "1 3\n" + libsvm_lines(5, 5);
   auto o = libsvm_options(s, {s.write("bad.libfm", text)});
   o.on_error = on_error_policy::skip;
-  auto r = dataset_cache_build(o);
-  REQUIRE(r.error == "");
+  auto r = build(o);
   CHECK(r.stats.samples == 10);
   CHECK(r.stats.lines == 16);
   CHECK(r.stats.skipped == std::map<std::string, uint64_t>{
                              {"bad_label", 2}, {"bad_index", 1}, {"bad_value", 1}, {"bad_feature", 1}});
-  auto reused = dataset_cache_build(o);  // the counts survive in the manifest
+  auto reused = build(o);  // the counts survive in the manifest
   CHECK(reused.reused);
   CHECK(reused.stats.skipped == r.stats.skipped);
 }
 
 TEST_CASE("missing files and empty splits are errors") {
   scratch s;
-  std::string error;
-  CHECK(expand_data_files({"nope/*.libfm"}, s.dir.string(), error).empty());
-  CHECK(error.find("no such data file") != std::string::npos);
+  auto none = expand_data_files({"nope/*.libfm"}, s.dir.string());
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().find("no such data file") != std::string::npos);
+  CHECK(none.bad_input());
   s.write("x1.libfm", "1 1:1\n");
   s.write("x0.libfm", "1 1:1\n");
-  error.clear();
-  auto files = expand_data_files({"x*.libfm"}, s.dir.string(), error);
-  CHECK(error == "");
-  REQUIRE(files.size() == 2);
-  CHECK(files[0].ends_with("x0.libfm"));
-  auto o = libsvm_options(s, {s.write("empty.libfm", "\n")});
-  auto r = dataset_cache_build(o);
-  REQUIRE(r.error == "");
-  CHECK(file_source::open(r.dir, "", {}, error) == nullptr);
-  CHECK(error.find("has no samples") != std::string::npos);
+  auto files = expand_data_files({"x*.libfm"}, s.dir.string());
+  REQUIRE(files.ok());
+  REQUIRE(files->size() == 2);
+  CHECK(files.value()[0].ends_with("x0.libfm"));
+  auto r = build(libsvm_options(s, {s.write("empty.libfm", "\n")}));
+  auto empty = file_source::open(r.dir, "", {});
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().find("has no samples") != std::string::npos);
 }
 
 TEST_CASE("the held-out tail is the test split") {
   scratch s;
-  auto r = dataset_cache_build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 20))}));
+  auto r = build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 20))}));
   auto src = open_source(r, {}, {.shuffle = false, .test_fraction = 0.25});
   CHECK(src->samples(data_split::train) == 15);
   CHECK(src->samples(data_split::test) == 5);
@@ -202,7 +208,7 @@ TEST_CASE("the held-out tail is the test split") {
 
 TEST_CASE("the shuffle is a deterministic permutation per epoch, windowed") {
   scratch s;
-  auto r = dataset_cache_build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 103))}));
+  auto r = build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 103))}));
   auto src = open_source(r, {}, {.shuffle = true, .shuffle_window = 10, .seed = 3, .test_fraction = 0.0001});
   auto n = src->samples(data_split::train);
   REQUIRE(n == 102);
@@ -238,7 +244,7 @@ TEST_CASE("index_permutation is a bijection for awkward sizes") {
 TEST_CASE("validation_fraction: rows chosen by hash leave the training split, none in both") {
   scratch s;
   // 200 rows: (i%10, i%7, i%3) tells the row (Chinese remainder theorem, 210 > 200).
-  auto r = dataset_cache_build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 200))}));
+  auto r = build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 200))}));
   file_source_options fo{.shuffle = true, .shuffle_window = 16, .seed = 11, .test_fraction = 0.1,
                          .validation_fraction = 0.2};
   auto src = open_source(r, {}, fo);

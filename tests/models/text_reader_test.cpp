@@ -177,15 +177,15 @@ TEST_CASE("criteo: malformed lines") {
 }
 
 TEST_CASE("format options are checked") {
-  CHECK(text_format_check(libsvm_fields()).empty());
-  CHECK(text_format_check(libsvm_positional(3)).empty());
-  CHECK_FALSE(text_format_check(libsvm_positional(0)).empty());
+  CHECK(text_format_check(libsvm_fields()).ok());
+  CHECK(text_format_check(libsvm_positional(3)).ok());
+  CHECK_FALSE(text_format_check(libsvm_positional(0)).ok());
   auto o = libsvm_fields();
   o.field_starts = {0, 10, 10};
-  CHECK_FALSE(text_format_check(o).empty());
+  CHECK_FALSE(text_format_check(o).ok());
   o.field_starts = {0, 10};
   o.slots = 3;
-  CHECK_FALSE(text_format_check(o).empty());
+  CHECK_FALSE(text_format_check(o).ok());
   CHECK(text_format_slots(libsvm_fields()) == 3);
   CHECK(text_format_slots(criteo()) == 26);
   CHECK(text_format_dense_features(criteo()) == 13);

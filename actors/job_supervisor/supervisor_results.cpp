@@ -1,0 +1,182 @@
+// The end of a job: every trainer reported, so the supervisor reads the shards' statistics,
+// sums up the result (job_result), writes the final model's embeddings when asked, delivers the
+// result and stops the job.
+#include "actors/job_supervisor/supervisor_state.hpp"
+
+#include "models/embedding/embedding_snapshot.hpp"
+#include "models/metrics.hpp"
+#include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace satrap::supervisor {
+
+namespace {
+
+job_result summarize(supervisor_state& st, clock_type::time_point now) {
+  job_result r;
+  std::vector<float> logits, labels, probs;
+  std::vector<uint64_t> groups;
+  auto& spec = st.config.spec;
+  auto per_step = static_cast<double>(spec.training.batch_size) * spec.placement.trainers;
+  for (auto l : st.committed_losses)
+    r.step_losses.push_back(l / per_step);
+  for (size_t i = 0; i < st.pending_losses.size(); ++i)
+    r.step_losses.push_back(st.pending_losses[i] / per_step);
+  r.samples = st.committed_samples + st.pending_samples;
+  auto base = r.step_losses.size();
+  std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
+  for (auto& rep : st.reports) {
+    auto before = static_cast<std::ptrdiff_t>(logits.size());
+    if (auto ev = decode_eval_result(rep.eval)) {
+      for (auto [v, dst] : {std::pair{ev->logits, &logits}, {ev->labels, &labels},
+                            {ev->probs, &probs}})
+        dst->insert(dst->end(), v.begin(), v.end());
+      groups.insert(groups.end(), ev->groups.begin(), ev->groups.end());
+    } else {  // reported with the result, not dropped: its predictions are left out of the AUC
+      spdlog::error("job_bad_eval_result rank={} error=\"{}\"", rep.rank, error_text(ev.error()));
+      st.failures.push_back("trainer " + std::to_string(rep.rank)
+                            + ": test predictions left out: " + error_text(ev.error()));
+    }
+    by_rank.emplace_back(logits.begin() + before, logits.end());
+    r.steps = std::max(r.steps, rep.steps);
+    r.samples += rep.samples;
+    r.step_losses.resize(std::max(r.step_losses.size(), base + rep.step_losses.size()), 0.0);
+    for (size_t i = 0; i < rep.step_losses.size(); ++i)
+      r.step_losses[base + i] += rep.step_losses[i] / per_step;
+    r.params.push_back(rep.params);
+  }
+  std::vector<float> scores(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    scores[i] = sigmoid(logits[i]);
+  auto m = compute_eval_metrics(logits, labels,
+                                groups.size() == labels.size() ? std::span<const uint64_t>(groups)
+                                                               : std::span<const uint64_t>());
+  // The logits again in test-batch order (only the split's last batch may be short).
+  std::vector<size_t> taken(by_rank.size(), 0);
+  const auto bs = static_cast<size_t>(spec.training.batch_size);
+  for (size_t k = 0; !by_rank.empty(); ++k) {
+    auto t = k % by_rank.size();
+    auto n = std::min(bs, by_rank[t].size() - taken[t]);
+    if (n == 0)
+      break;
+    r.test_logits.insert(r.test_logits.end(), by_rank[t].begin() + taken[t],
+                         by_rank[t].begin() + taken[t] + n);
+    taken[t] += n;
+  }
+  r.test_auc = m.auc;
+  r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
+  r.test_logloss = m.logloss;
+  r.test_ne = m.ne;
+  r.test_calibration = m.calibration;
+  r.test_gauc = m.gauc;
+  r.steps_total = st.steps;
+  r.validation_history = st.history;
+  if (st.best_step >= 0) {
+    r.best_step = st.best_step;
+    r.validation_auc = st.best.auc;
+    r.validation_logloss = st.best.logloss;
+    r.validation_gauc = st.best.gauc;
+  }
+  r.stop_reason = st.stop_reason;
+  r.restored_validation_auc = st.restored_validation_auc;
+  r.target_seconds = st.target_seconds;
+  r.target_samples = st.target_samples;
+  r.test_samples = static_cast<int64_t>(labels.size());
+  r.data_skipped = st.data.skipped;
+  r.train_seconds = std::chrono::duration<double>(now - st.started).count();
+  r.samples_per_sec = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
+  r.restarts = st.progress.restarts;
+  r.batches_replayed = st.progress.batches_replayed;
+  r.checkpoints = st.progress.checkpoints;
+  r.failures = st.failures;
+  return r;
+}
+
+// The final model's embeddings (config.final_snapshot_dir, for `satrap train --export`): every
+// shard writes a full snapshot after the evaluation, the manifest last; then the result goes out.
+void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
+  auto& st = self->state;
+  auto dir = st.config.final_snapshot_dir;
+  if (dir.empty()) {
+    st.done->deliver(std::move(*result));
+    stop_job(self);  // a finished job leaves no actor behind
+    return;
+  }
+  auto seq = st.sequence + 1;  // above any snapshot a shard's table was marked at
+  auto infos = std::make_shared<std::vector<snapshot_file_info>>();
+  auto left = std::make_shared<size_t>(st.shards.size());
+  auto gen = st.generation;
+  for (auto& s : st.shards)
+    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, dir, seq, true)
+      .then(
+        [self, result, infos, left, dir, seq](const shard_snapshot_info& i) {
+          infos->push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
+                            static_cast<uint64_t>(i.bytes), i.checksum});
+          if (--*left > 0)
+            return;
+          auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
+                                                 *infos);
+          if (!written) {
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
+            return;
+          }
+          spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
+          self->state.done->deliver(std::move(*result));
+          stop_job(self);
+        },
+        [self, gen](const caf::error& e) {
+          if (gen == self->state.generation)  // past training: no restart, the export fails
+            fail_job(self, make_error(errc::io_failure, "final snapshot: " + error_text(e)));
+        });
+}
+
+}  // namespace
+
+// Every trainer reported: the training and the evaluation are done. Reads each shard's
+// statistics, then delivers the result and stops the job. From here on a failure (a shard's node
+// lost, a statistics request timing out) does not restart the job: the result stands and only
+// that shard's statistics are missing (shards[i].shard == -1).
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.finishing = true;
+  if (!st.best_dir.empty() && st.ckpt_dir.empty()) {  // a temporary best model: not kept
+    std::error_code ec;
+    std::filesystem::remove_all(st.best_dir, ec);
+  }
+  std::sort(st.reports.begin(), st.reports.end(),
+            [](auto& a, auto& b) { return a.rank < b.rank; });
+  auto result = std::make_shared<job_result>(summarize(st, self->clock().now()));
+  result->shards.assign(st.shards.size(), shard_stats{});
+  for (auto& s : result->shards)
+    s.shard = -1;
+  auto left = std::make_shared<size_t>(st.shards.size());
+  auto gen = st.generation;
+  auto one_done = [self, result, left] {
+    if (--*left == 0)
+      write_final_snapshot(self, result);  // then delivers the result and stops the job's actors
+  };
+  for (size_t i = 0; i < st.shards.size(); ++i)
+    self->request(st.shards[i], ms(st.config.spec.timing.stats_timeout_ms), stats_atom::value)
+      .then(
+        [self, result, gen, i, one_done](shard_stats& s) {
+          if (gen != self->state.generation)
+            return;
+          result->embedding_rows += s.rows;
+          result->gradients_lost += s.not_admitted_gradients;
+          result->shards[i] = std::move(s);
+          one_done();
+        },
+        [self, gen, i, one_done](const caf::error& e) {
+          if (gen != self->state.generation)
+            return;
+          spdlog::warn("job_shard_statistics_lost shard={} error=\"{}\"", i, error_text(e));
+          one_done();
+        });
+}
+
+}  // namespace satrap::supervisor
