@@ -25,7 +25,7 @@ struct fake_fabric {
     std::map<int32_t, float*> joined;
     std::map<int32_t, std::pair<float*, size_t>> started;
     std::vector<float> sum;  // of the current round, once everyone started
-    int32_t collected = 0;   // ranks that saw the current round done
+    bool complete = false;   // everyone started the current round
     bool broken = false;
   };
   std::map<std::string, group> groups;
@@ -47,6 +47,7 @@ class fake_comm final : public device_comm {
     auto& g = f_.groups.at(id_);
     g.started[rank_] = {values, n};
     if (static_cast<int32_t>(g.started.size()) == g.world) {
+      g.complete = true;
       g.sum.assign(n, 0.0f);
       for (auto& [r, v] : g.started)
         for (size_t i = 0; i < n; ++i)
@@ -58,11 +59,13 @@ class fake_comm final : public device_comm {
     auto& g = f_.groups.at(id_);
     if (g.broken || aborted_)
       return make_error(errc::peer_failure, "fake NCCL: a peer aborted");
-    if (static_cast<int32_t>(g.started.size()) < g.world || !g.started.count(rank_))
+    if (!g.complete || !g.started.count(rank_))
       return false;
-    auto [values, n] = g.started.at(rank_);
+    auto values = g.started.at(rank_).first;
     std::copy(g.sum.begin(), g.sum.end(), values);
     g.started.erase(rank_);  // this rank's part of the round is over
+    if (g.started.empty())
+      g.complete = false;
     return true;
   }
   void abort() override {
