@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# One prepared run of the CUDA path on a GPU machine: the packages, a build of the GPU test and
-# the GPU benchmark in build-gpu (SATRAP_CUDA=ON, sm_90 for H100/H200), then both runs. Logs go
-# to build-gpu/gpu-check/ and, when $OUT is set, to $OUT too. Exit status: 0 when the GPU test
-# passed (not skipped), else non-zero.
+# One prepared run of the CUDA path on a GPU machine, in one call well inside 8 minutes: the
+# packages, a build of satrap_gpu_test, gpu_dlrm_bench and satrap in build-gpu (SATRAP_CUDA=ON,
+# sm_90 for H100/H200), then every GPU test, gpu_dlrm_bench at batch 8192 and 65536 in fp32 and
+# bf16, and `satrap train --device cuda` against `--device cpu` on the default job at staleness 0
+# (samples/s and test AUC of each; goal |delta AUC| <= 0.002). One "gpu_check: figure ..." line per
+# figure. Logs go to build-gpu/gpu-check/ and, when $OUT is set, to $OUT too. Exit status: 0 when
+# the GPU test passed (not skipped) and every figure was measured within its goal, else non-zero.
 #
 # usage: ops/gpu_check.sh                 on the GPU machine
 #        ops/gpu_check.sh --fetch-debs    on a networked Debian 12 machine, before: downloads the
 #                                         .deb files of ops/setup.sh's libraries into .debs/ (git
 #                                         ignores it locally) for a GPU machine that can reach no
 #                                         package registry; carry .debs there
-# Environment: SATRAP_GPU_ARCH (default 90), SATRAP_GPU_BENCH_ARGS (default "300 5 2048":
-# GPU steps, CPU seconds, batch), JOBS (default nproc), SATRAP_GPU_BUILD_DIR (default build-gpu);
+# Environment: SATRAP_GPU_ARCH (default 90), JOBS (default nproc), SATRAP_GPU_BUILD_DIR (default
+# build-gpu);
 # for testing the bundle where the packages are installed: SATRAP_GPU_FORCE_DEBS=1 and
 # SATRAP_DEPS_SYSROOT (default /opt/satrap-deps).
 #
@@ -24,7 +27,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SATRAP_GPU_BUILD_DIR:-$root/build-gpu}
 arch=${SATRAP_GPU_ARCH:-90}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 16)}
-bench_args=${SATRAP_GPU_BENCH_ARGS:-300 5 2048}
 logs="$build/gpu-check"
 cuda_args=(-DCMAKE_BUILD_TYPE=Release -DSATRAP_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch")
 
@@ -134,40 +136,70 @@ if ! cmake -S "$root" -B "$build" "${generator[@]}" "${cuda_args[@]}" >"$logs/co
   finish 4
 fi
 grep "satrap: CUDA path" "$logs/configure.txt" | tee -a "$summary"
-if ! cmake --build "$build" --target satrap_gpu_test gpu_dlrm_bench -j "$jobs" >"$logs/build.txt" 2>&1; then
+if ! cmake --build "$build" --target satrap_gpu_test gpu_dlrm_bench satrap -j "$jobs" >"$logs/build.txt" 2>&1; then
   grep -E "error|Error" "$logs/build.txt" | head -30
   note "build failed (see build.txt)"
   finish 5
 fi
-note "configure + build of satrap_gpu_test and gpu_dlrm_bench: $(( $(date +%s) - t0 )) s"
+note "configure + build of satrap_gpu_test, gpu_dlrm_bench and satrap: $(( $(date +%s) - t0 )) s"
 grep -i "warning" "$logs/build.txt" | head -10 | tee -a "$summary"
+failures=0
 
-# ---- the GPU test, then CTest's view of it, then the benchmark ----
-"$build/bin/satrap_gpu_test" --duration=true >"$logs/gpu_test.txt" 2>&1
+# ---- every GPU test (each model against its CPU twin, mixed precision, NCCL), via CTest too ----
+timeout 300 "$build/bin/satrap_gpu_test" --duration=true >"$logs/gpu_test.txt" 2>&1
 test_rc=$?
-grep -vE "^\s*$" "$logs/gpu_test.txt" | grep -E "satrap_gpu_test on|ERROR|FAILED|CHECK|worst|test cases|assertions|Status|SKIPPED" | head -60
-note "satrap_gpu_test exit $test_rc (0 passed, 77 skipped: no device)"
+grep -vE "^\s*$" "$logs/gpu_test.txt" | grep -E "satrap_gpu_test on|ERROR|FAILED|CHECK|worst|relative L2|mean loss|test cases|assertions|Status|SKIPPED" | head -60
+note "figure gpu_test: satrap_gpu_test exit $test_rc (0 passed, 77 skipped: no device)"
+grep -E "mean loss" "$logs/gpu_test.txt" | sed 's/^/gpu_check: figure mixed_precision: /' | tee -a "$summary"
+[ "$test_rc" -eq 0 ] || failures=$((failures + 1))
 ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest_gpu.txt" 2>&1
-note "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$logs/ctest_gpu.txt" | head -1)"
-# shellcheck disable=SC2086
-timeout 300 "$build/bin/gpu_dlrm_bench" $bench_args >"$logs/gpu_bench.txt" 2>&1
-bench_rc=$?
-tail -3 "$logs/gpu_bench.txt"
-grep "^gpu_dlrm_bench " "$logs/gpu_bench.txt" >>"$summary"
-note "gpu_dlrm_bench exit $bench_rc"
+note "figure ctest_gpu: $(grep -E 'tests passed|tests failed' "$logs/ctest_gpu.txt" | head -1)"
 
-# The whole pipeline with the dense trainer on the GPU (training.device cuda) against the CPU, on
-# the default synthetic job: test AUC and samples/s of each.
-if cmake --build "$build" --target satrap -j "$jobs" >>"$logs/build.txt" 2>&1; then
-  for device in cuda cpu; do
-    timeout 600 "$build/bin/satrap" train --device "$device" --json >"$logs/train_$device.txt" 2>&1
-    note "satrap train --device $device exit $?: $(tail -n 1 "$logs/train_$device.txt" | cut -c1-300)"
+# ---- the dense step alone: the Criteo Kaggle DLRM shape, batch 8192 and 65536, fp32 and bf16 ----
+# (GPU only: cpu_seconds 0; goal 1.5M samples/s at 65536 in bf16 on one H200)
+bench_rc=0
+for batch in 8192 65536; do
+  for precision in fp32 bf16; do
+    steps=$(( batch >= 65536 ? 60 : 300 ))
+    timeout 120 "$build/bin/gpu_dlrm_bench" "$steps" 0 "$batch" "$precision" \
+      >"$logs/gpu_bench_${batch}_${precision}.txt" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || bench_rc=$rc
+    line=$(grep "^gpu_dlrm_bench " "$logs/gpu_bench_${batch}_${precision}.txt" | tail -1)
+    sps=$(echo "$line" | sed -n 's/.*gpu_samples_per_sec=\([0-9]*\).*/\1/p')
+    note "figure gpu_dlrm_bench batch=$batch precision=$precision samples_per_sec=${sps:-none} exit=$rc"
+    [ -n "$line" ] && echo "$line" >>"$summary"
   done
+done
+[ "$bench_rc" -eq 0 ] || failures=$((failures + 1))
+# The same shape on the CPU for the ratio (a few seconds, batch 8192).
+timeout 120 "$build/bin/gpu_dlrm_bench" 50 5 8192 fp32 >"$logs/gpu_bench_cpu.txt" 2>&1
+note "figure cpu_dense batch=8192 samples_per_sec=$(sed -n 's/.*cpu_samples_per_sec=\([0-9]*\).*/\1/p' "$logs/gpu_bench_cpu.txt")"
+
+# ---- the whole pipeline: the default job at staleness 0, dense trainers on the GPU vs the CPU ----
+json_field() {  # json_field FILE KEY: KEY of the last JSON line of FILE
+  python3 -c 'import json,sys; print(json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null ||
+    sed -n "s/.*\"$2\":\([0-9.eE+-]*\).*/\1/p" "$1" | tail -1
+}
+for device in cuda cpu; do
+  timeout 200 "$build/bin/satrap" train --device "$device" --staleness 0 --json >"$logs/train_$device.txt" 2>&1
+  rc=$?
+  auc=$(json_field "$logs/train_$device.txt" test_auc)
+  sps=$(json_field "$logs/train_$device.txt" samples_per_sec)
+  note "figure train device=$device staleness=0 samples_per_sec=${sps:-none} test_auc=${auc:-none} exit=$rc"
+  eval "auc_$device=\${auc:-}"
+done
+if [ -n "${auc_cuda:-}" ] && [ -n "${auc_cpu:-}" ]; then
+  delta=$(python3 -c "print(abs($auc_cuda - $auc_cpu))" 2>/dev/null || echo unknown)
+  verdict=$(python3 -c "print('ok' if abs($auc_cuda - $auc_cpu) <= 0.002 else 'MISSED')" 2>/dev/null || echo unknown)
+  note "figure train_auc_delta |cuda-cpu|=$delta (goal <= 0.002): $verdict"
+  [ "$verdict" = ok ] || failures=$((failures + 1))
 else
-  note "building satrap failed (see build.txt)"
+  note "figure train_auc_delta: a run gave no test AUC (see train_cuda.txt, train_cpu.txt)"
+  failures=$((failures + 1))
 fi
 
 if [ "$test_rc" -eq 77 ]; then note "the GPU test was SKIPPED: no usable CUDA device"; finish 6; fi
 if [ "$test_rc" -ne 0 ]; then finish 1; fi
-if [ "$bench_rc" -ne 0 ]; then finish 2; fi
+if [ "$failures" -ne 0 ]; then finish 2; fi
 finish 0

@@ -19,6 +19,10 @@ std::vector<job_field> model_fields() {
                       {"dot_cat", dlrm_interaction::dot_cat}),
     SATRAP_REAL_FIELD("model.dropout", "dropout", "dlrm: dropout on the top MLP's hidden layers (training only)",
                       model.network.dropout, 0.0, 0.9),
+    SATRAP_ENUM_FIELD("model.precision", "precision",
+                      "GEMM precision: fp32, or bf16 / fp16 with fp32 master weights (training.device cuda only)",
+                      model.network.precision, {"fp32", dense_precision::fp32},
+                      {"bf16", dense_precision::bf16}, {"fp16", dense_precision::fp16}),
     SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers", model.network.cross_layers, 0, 64),
     SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
                       {"sum", pooling::sum}, {"mean", pooling::mean}),
@@ -126,6 +130,9 @@ caf::error model_finalize(job_spec& spec) {
       && (net.dropout > 0.0f || net.interaction != dlrm_interaction::dot))
     return bad_spec("model.dropout / model.interaction: expected model.type dlrm (the other models have "
                     "neither)");
+  if (net.precision != dense_precision::fp32 && spec.training.device != dense_device::cuda)
+    return bad_spec(std::string("model.precision: ") + dense_precision_name(net.precision)
+                    + " needs training.device cuda (the CPU dense path computes in fp32 only)");
   return caf::none;
 }
 

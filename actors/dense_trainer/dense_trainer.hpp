@@ -4,9 +4,14 @@
 //   1. fetches the dense part from loader[n % L] and the pooled embeddings from
 //      aggregator[n % A] (the loader has sent that aggregator the ids),
 //   2. runs forward/backward with the loss scaled by 1/(batch_size*world),
-//   3. all-reduces the dense gradients with the other trainers (a ring of chunk messages:
-//      reduce-scatter then all-gather, so every replica gets bit-identical sums) and steps its
-//      dense optimizer,
+//   3. all-reduces the dense gradients with the other trainers and steps its dense optimizer:
+//      CPU trainers pass a ring of chunk messages (reduce-scatter then all-gather, so every
+//      replica gets bit-identical sums); GPU trainers (`cuda`) all-reduce on the device over NCCL
+//      (device_allreduce.hpp): at `run`, trainer 0 makes the communicator's unique id of the
+//      plan's generation and sends it to every other trainer in a comm_id message; each joins on
+//      its own device without blocking and polls (tick, every comm_poll) until joined and, per
+//      step, until its all-reduce is done. A generation's communicator dies with its trainers
+//      (ncclCommAbort) and the next generation's trainers make a new one,
 //   4. sends the gradients of the pooled embeddings to the aggregator; its reply means the shards
 //      applied them, and the trainer tells every trainer `applied(step, rank)`.
 // Bounded staleness K: the lookup of step s starts only once steps <= s-K-1 are applied on every
@@ -28,6 +33,7 @@
 #pragma once
 
 #include "actors/data_loader/data_loader.hpp"
+#include "actors/dense_trainer/device_allreduce.hpp"
 #include "actors/gradient_aggregator/gradient_aggregator.hpp"
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/model_zoo.hpp"
@@ -35,6 +41,7 @@
 #include "runtime/payload.hpp"
 
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/duration.hpp>
 #include <caf/expected.hpp>
@@ -46,18 +53,22 @@
 
 namespace satrap {
 
+// (generation, unique id): the NCCL communicator's id, from trainer 0 to the other GPU trainers.
+using comm_id_atom = caf::atom_constant<caf::atom("comm_id")>;
+
 struct train_plan {
   int64_t steps = 0;         // steps to train (batches per trainer)
   int64_t test_batches = 0;  // test batches of the whole job, shared among trainers by rank
   int32_t staleness = 0;     // K, see above
   int64_t first_step = 0;    // steps before it are done (a restore from a checkpoint)
   int64_t cut = -1;          // the first checkpoint cut (see below); -1: none
+  uint64_t generation = 1;   // the supervisor's generation: one NCCL communicator per generation
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_plan& x) {
   return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness,
-           x.first_step, x.cut);
+           x.first_step, x.cut, x.generation);
 }
 
 // Sent by every trainer to the progress sink when it reaches a cut: every step < `step` is
@@ -117,6 +128,8 @@ using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<peers_atom, std::vector<caf::actor>>,  // every trainer, by rank (self included)
   caf::reacts_to<chunk_atom, capnp_payload>,            // DenseChunk from the previous rank
   caf::reacts_to<applied_atom, int64_t, int32_t>,       // (step, rank) applied on the shards
+  caf::reacts_to<comm_id_atom, uint64_t, std::string>,  // GPU trainers: (generation, NCCL id)
+  caf::reacts_to<tick_atom>,                            // GPU trainers: poll the communicator
   caf::reacts_to<cut_atom, int64_t>,                    // the next cut (-1: none)
   caf::replies_to<hold_atom>::with<int64_t>,            // freeze fetching; -> next step to fetch
   caf::replies_to<restore_atom, capnp_payload>::with<int64_t>,  // DenseState -> its step
@@ -139,11 +152,17 @@ struct dense_trainer_config {
   caf::duration timeout{std::chrono::seconds(120)};   // per request
   std::string job;                                    // the job's name (status endpoint)
   bool cuda = false;                                  // the dense model on CUDA device rank % GPUs
+  // GPU trainers: how often the trainer polls its NCCL communicator (join, all-reduce) while it
+  // waits. Short against a step (milliseconds on a GPU): the poll is one cheap status query.
+  std::chrono::microseconds comm_poll{100};
+  // The device all-reduce's communicators: null means NCCL for `cuda` trainers (world > 1) and
+  // the actor ring for CPU trainers; a test sets a fake to run the device flow on the CPU.
+  std::shared_ptr<const device_comm_factory> comm_factory;
 };
 
 // Fails (with the reason) when the model cannot be made: `cuda` without a CUDA build, without a
-// device, or for a model the CUDA path does not have.
+// device, or for a model the CUDA path does not have; a precision other than fp32 on the CPU.
 caf::expected<dense_trainer_actor> spawn_dense_trainer(caf::actor_system& sys,
-                                                       const dense_trainer_config& config);
+                                                       dense_trainer_config config);
 
 }  // namespace satrap

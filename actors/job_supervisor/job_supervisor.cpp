@@ -190,6 +190,7 @@ void start_training(self_ptr self, uint64_t gen) {
   plan.staleness = spec.training.staleness;
   plan.first_step = st.last ? st.last->step : 0;
   plan.cut = next_cut(st, plan.first_step);
+  plan.generation = gen;  // GPU trainers make one NCCL communicator per generation
   st.cut = plan.cut;
   st.cut_reports.clear();
   st.checkpointing = false;

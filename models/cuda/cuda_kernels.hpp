@@ -13,6 +13,7 @@
 
 #include "models/cuda/cuda_util.hpp"
 #include "models/dense/dense_optimizer.hpp"
+#include "models/dense/model_zoo.hpp"
 #include "models/embedding/pooling.hpp"
 
 struct cublasContext;  // cublasHandle_t is cublasContext*
@@ -33,10 +34,14 @@ cuda_status cuda_bias_relu_forward(cudaStream_t stream, int batch, int out, cons
 cuda_status cuda_relu_backward_bias_grad(cudaStream_t stream, int batch, int out, const float* y,
                                          float* dy, float* db);
 
-// A cuBLAS handle bound to one stream, default (fp32, no TF32) math. Not thread-safe.
+// A cuBLAS handle bound to one stream. fp32: plain cublasSgemm (no TF32), so GEMMs match the
+// CPU's cblas_sgemm to fp32 rounding. bf16 / fp16: cuda_gemm rounds both operands to 16 bits in
+// scratch the handle owns (the fp32 master copies stay as they are) and multiplies with fp32
+// accumulation and an fp32 result (cublasGemmEx, CUBLAS_COMPUTE_32F). Not thread-safe.
 class cublas_handle {
  public:
-  static result<cublas_handle> create(cudaStream_t stream);
+  static result<cublas_handle> create(cudaStream_t stream,
+                                      dense_precision precision = dense_precision::fp32);
   cublas_handle(cublas_handle&& o) noexcept;
   cublas_handle& operator=(cublas_handle&& o) noexcept;
   cublas_handle(const cublas_handle&) = delete;
@@ -44,12 +49,24 @@ class cublas_handle {
   ~cublas_handle();
   cublasContext* get() const { return h_; }
   cudaStream_t stream() const { return stream_; }
+  dense_precision precision() const { return precision_; }
+  // 16-bit operand scratch for a GEMM (a and b), grown to hold n_a and n_b values.
+  result<uint16_t*> half_scratch(int which, size_t n) const;
 
  private:
-  cublas_handle(cublasContext* h, cudaStream_t s) : h_(h), stream_(s) {}
+  cublas_handle(cublasContext* h, cudaStream_t s, dense_precision p)
+      : h_(h), stream_(s), precision_(p) {}
   cublasContext* h_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  dense_precision precision_ = dense_precision::fp32;
+  mutable device_array<uint16_t> half_[2];
 };
+
+// dst[i] = src[i] rounded (to nearest even) to bf16 or fp16 bits, for n values (precision must not
+// be fp32). Twin: the rounding of __float2bfloat16_rn / __float2half_rn (tests compare against a
+// host implementation of round-to-nearest-even).
+cuda_status cuda_round_to_half(cudaStream_t stream, dense_precision precision, size_t n,
+                               const float* src, uint16_t* dst);
 
 // Row-major C[m x n] = alpha * op(A) op(B) + beta * C, op = transpose when trans_*; lda/ldb/ldc
 // are row strides. Twin: cblas_sgemm(CblasRowMajor, ...) with the same arguments.
@@ -68,6 +85,39 @@ cuda_status cuda_linear_forward(const cublas_handle& blas, int batch, int in, in
 cuda_status cuda_linear_backward(const cublas_handle& blas, int batch, int in, int out,
                                  const float* x, const float* w, const float* dy, float* dx,
                                  float* dw, float* db);
+
+// ---- the other models' element-wise parts (their twins are the loops of dense/*.cpp) ----------
+
+// out[s] = [x[s], y[s]] for x [batch x a], y [batch x b]. Twin: concat_rows (dense/concat.hpp).
+cuda_status cuda_concat_rows(cudaStream_t stream, int batch, int a, const float* x, int b,
+                             const float* y, float* out);
+// dx[s] = dout[s][0:a], dy[s] = dout[s][a:a+b] (either may be null); with `accumulate` they are
+// added to instead of overwritten. Twin: split_rows (then a sum when accumulating).
+cuda_status cuda_split_rows(cudaStream_t stream, int batch, int a, float* dx, int b, float* dy,
+                            const float* dout, bool accumulate);
+// y[i] += x[i] for n values.
+cuda_status cuda_add(cudaStream_t stream, size_t n, const float* x, float* y);
+// DCN-v2 cross layer: next = x0 * u + xl (element-wise), n values. Twin: dcn_v2's forward loop.
+cuda_status cuda_cross_forward(cudaStream_t stream, size_t n, const float* x0, const float* u,
+                               const float* xl, float* next);
+// Its backward for g = dL/dnext: du = g * x0; dx0 += g * u. Twin: dcn_v2's backward loop.
+cuda_status cuda_cross_backward(cudaStream_t stream, size_t n, const float* g, const float* x0,
+                                const float* u, float* du, float* dx0);
+// DeepFM per sample s over z [batch x fields*dim]: sums[s][k] = sum_i v_ik; logits[s] =
+// 0.5 * (sum_k sums^2 - sum_ik v_ik^2) + first[s] + deep[s]. Twin: deepfm's forward loop.
+cuda_status cuda_fm_forward(cudaStream_t stream, int batch, int fields, int dim, const float* z,
+                            const float* first, const float* deep, float* sums, float* logits);
+// g[s][i*dim+k] += t[s][i*dim+k] + dlogits[s] * (sums[s][k] - v_ik). Twin: deepfm's backward loop.
+cuda_status cuda_fm_backward(cudaStream_t stream, int batch, int fields, int dim, const float* z,
+                             const float* sums, const float* dlogits, const float* t, float* g);
+
+// ---- mixed precision ---------------------------------------------------------------------------
+
+// x[i] *= scale for n values; *nonfinite (one device int, not reset here) becomes 1 when any
+// result is Inf or NaN. fp16 loss scaling unscales the gradients with it and skips the step on
+// an overflow.
+cuda_status cuda_unscale_check(cudaStream_t stream, size_t n, float* x, float scale,
+                               int* nonfinite);
 
 // ---- DLRM dot interaction ----------------------------------------------------------------------
 

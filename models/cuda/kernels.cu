@@ -7,23 +7,16 @@
 #include <cmath>
 
 #include "models/cuda/cuda_kernels.hpp"
+#include "models/cuda/grid.cuh"
 
 namespace satrap {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// Blocks for a grid-stride loop over n elements (capped: the loop covers the rest).
-unsigned blocks_for(size_t n) {
-  size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<size_t>(b, 1, 65535));
-}
-
-__device__ inline size_t grid_index() {
-  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline size_t grid_stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+using grid::blocks_for;
+using grid::grid_index;
+using grid::grid_stride;
+using grid::kThreads;
 
 // ---- dense layers ----
 

@@ -14,6 +14,15 @@ const char* dense_model_type_name(dense_model_type type) {
   return "?";
 }
 
+const char* dense_precision_name(dense_precision p) {
+  switch (p) {
+    case dense_precision::fp32: return "fp32";
+    case dense_precision::bf16: return "bf16";
+    case dense_precision::fp16: return "fp16";
+  }
+  return "?";
+}
+
 std::unique_ptr<dense_model> make_dense_model(const dense_model_config& config, uint64_t seed) {
   switch (config.type) {
     case dense_model_type::dlrm: return make_dlrm(config, seed);

@@ -18,6 +18,12 @@ enum class dense_model_type { dlrm, dcn_v2, deepfm, wide_deep };
 // [x, pairwise dots, e_1..e_slots] (the raw field embeddings beside the dots).
 enum class dlrm_interaction { dot, cat, dot_cat };
 
+// The dense network's GEMM precision. fp32 everywhere on the CPU; on the GPU bf16 / fp16 GEMM
+// inputs (fp32 accumulation, fp32 master weights and optimizer state; fp16 with dynamic loss
+// scaling). The CPU models compute in fp32 only: a job asking otherwise is refused.
+enum class dense_precision { fp32, bf16, fp16 };
+const char* dense_precision_name(dense_precision p);  // "fp32", "bf16", "fp16"
+
 // Shape of a dense network. Every model has the bottom tower (dense features -> dim, like an
 // embedding) and a deep MLP over its own input whose last layer outputs the one logit.
 struct dense_model_config {
@@ -30,6 +36,7 @@ struct dense_model_config {
   int cross_layers = 3;            // DCN-v2: full-rank cross layers before the deep MLP
   dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
   float dropout = 0.0f;            // DLRM: dropout on the top MLP's hidden layers while training
+  dense_precision precision = dense_precision::fp32;  // GEMM inputs (GPU only; see above)
 };
 
 // The DLRM top MLP's input size for this config.

@@ -1,6 +1,7 @@
-// DLRM on one CUDA device: the same shape, flat parameter layout (bottom MLP then top MLP, each
-// layer W (out x in) then b) and initialisation as make_dlrm (dense/model_zoo.hpp), with the
-// parameters, gradients, optimizer state and activations in device memory.
+// A dense model on one CUDA device: any model of the zoo (DLRM with the dot interaction, DCN-v2,
+// DeepFM, Wide&Deep; device_network.hpp has the networks) with the same shape, flat parameter
+// layout and initialisation as make_dense_model (dense/model_zoo.hpp), and the parameters,
+// gradients, optimizer state and activations in device memory.
 //
 // Host mirrors and when they are synced. params() and grads() return host vectors that mirror the
 // device copies; each side is either in sync, or newer:
@@ -13,6 +14,11 @@
 //   treat the device copy as newer (the caller may write it, e.g. an NCCL all-reduce).
 // So a loop of forward_backward + optimizer_step moves no parameters or gradients over PCIe;
 // only the batch (dense features, pooled embeddings, labels in; logits and pooled gradients out).
+//
+// Precision (config.precision): fp32, or bf16 / fp16 GEMM inputs with fp32 master weights
+// (cublas_handle). fp16 scales the loss by loss_scale() (from 2^16), unscales the gradients and
+// checks them: on an Inf or NaN the step's gradients (dense and pooled) are zeroed (a skipped
+// step, counted by skipped_steps()) and the scale halves; after 2000 good steps it doubles.
 //
 // Errors: CUDA errors inside the dense_model overrides (which cannot return them) make
 // forward_backward return NaN (logits NaN too) and are kept in last_error(); the try_* methods
@@ -34,11 +40,11 @@
 
 namespace satrap {
 
-class cuda_dlrm final : public dense_model {
+class cuda_dense_model final : public dense_model {
  public:
   struct impl;
-  explicit cuda_dlrm(std::unique_ptr<impl> impl);
-  ~cuda_dlrm() override;
+  explicit cuda_dense_model(std::unique_ptr<impl> impl);
+  ~cuda_dense_model() override;
 
   std::span<float> params() override;
   std::span<const float> params() const override;
@@ -62,7 +68,10 @@ class cuda_dlrm final : public dense_model {
 
   size_t param_count() const;
   int device() const;
-  cudaStream_t stream() const;  // the model's stream: device work on its buffers goes there
+  dense_precision precision() const;
+  float loss_scale() const;      // fp16: the current scale; else 1
+  int64_t skipped_steps() const; // fp16: steps whose gradients overflowed (zeroed)
+  cudaStream_t stream() const;   // the model's stream: device work on its buffers goes there
   // Device copies (see the sync rules above); null and last_error() set on a failed upload.
   float* device_params();
   float* device_grads();
@@ -74,9 +83,9 @@ class cuda_dlrm final : public dense_model {
   std::unique_ptr<impl> impl_;
 };
 
-// An error (naming the reason) when config.type is not dlrm, there is no usable CUDA device
-// `device`, or allocation fails.
-result<std::unique_ptr<cuda_dlrm>> make_cuda_dlrm(const dense_model_config& config, uint64_t seed,
-                                                  int device = 0);
+// An error (naming the reason) when the GPU path does not have config's model (see
+// make_device_network), there is no usable CUDA device `device`, or allocation fails.
+result<std::unique_ptr<cuda_dense_model>> make_cuda_dense_model(const dense_model_config& config,
+                                                                uint64_t seed, int device = 0);
 
 }  // namespace satrap

@@ -1,0 +1,148 @@
+// The dense trainer's state and the functions of its behaviour, shared by its .cpp files (internal
+// to actors/dense_trainer/; the protocol is in dense_trainer.hpp):
+//   dense_trainer.cpp  the behaviour, `run`, fetching, progress, the applied-steps count
+//   trainer_step.cpp   one training step: decode, forward/backward, all-reduce (actor ring on CPU
+//                      trainers, NCCL through device_allreduce on GPU trainers), optimizer, push
+//   trainer_cuts.cpp   checkpoint cuts, the dense state, restore
+//   trainer_eval.cpp   test and validation passes
+// Threading: everything here runs inside the trainer actor.
+#pragma once
+
+#include "actors/dense_trainer/dense_trainer.hpp"
+#include "actors/dense_trainer/device_allreduce.hpp"
+#include "actors/dense_trainer/ring_allreduce.hpp"
+#include "models/metrics.hpp"
+#include "runtime/actor_meter.hpp"
+#include "runtime/batch_key.hpp"
+#include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+
+namespace satrap::trainer_detail {
+
+// The two halves of one batch, as they arrive.
+struct batch_inputs {
+  std::optional<capnp_payload> dense;
+  std::optional<capnp_payload> pooled;
+  bool ready() const { return dense && pooled; }
+};
+
+// One evaluation pass over a list of batches of one split.
+struct eval_run {
+  data_split split = data_split::test;
+  std::vector<int64_t> batches;
+  size_t next = 0;
+  size_t done = 0;
+  std::map<int64_t, batch_inputs> inputs;
+  std::vector<float> logits, labels, probs;
+  std::vector<uint64_t> groups;
+  std::function<void()> on_done;  // runs once every batch is in
+  capnp_payload result() const;
+};
+
+struct trainer_state {
+  dense_trainer_config config;
+  std::unique_ptr<dense_model> model;
+  size_t param_count = 0;           // the model's
+  std::unique_ptr<dense_optimizer> optimizer;
+  std::vector<dense_trainer_actor> peers;
+  std::optional<ring_allreduce> ring;  // CPU trainers, world > 1
+  std::deque<capnp_payload> inbox;  // chunks that arrived before their all-reduce started
+  std::optional<device_allreduce> device_ar;  // GPU trainers, world > 1 (after model: freed first)
+  bool comm_polling = false;                  // a tick to poll device_ar is scheduled
+  train_plan plan;
+  std::optional<caf::typed_response_promise<trainer_report>> done;
+  bool failed = false;
+  // Step loop.
+  int64_t next_fetch = 0;
+  int64_t next_compute = 0;
+  int64_t global_applied = -1;      // every step <= this is applied on every trainer
+  int64_t cut = -1;                 // no fetch of a step >= cut (-1: none)
+  bool cut_reported = false;        // the cut_report for `cut` is sent
+  std::map<int64_t, int32_t> applied_count;
+  std::map<int64_t, batch_inputs> inputs;
+  capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
+  std::vector<float> logits;
+  // Progress.
+  std::unique_ptr<running_auc> auc;
+  progress_report progress;
+  trainer_report report;
+  // Evaluation.
+  eval_run test;                      // this trainer's test batches, after the last step
+  bool test_started = false;
+  std::optional<eval_run> validation; // a validation pass at a cut
+  meter_handle meter;  // for the status endpoint
+  static inline const char* name = "dense_trainer";
+};
+
+using self_ptr = dense_trainer_actor::stateful_pointer<trainer_state>;
+
+// The two halves of batch n as the trainer needs them, checked against each other and the model.
+struct batch_views {
+  dense_batch_view dense;
+  pooled_view pooled;
+};
+
+caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
+                                         int64_t n, int8_t split);
+
+inline int64_t global_batch(const trainer_state& st, int64_t step) {
+  return step * st.config.world + st.config.rank;
+}
+
+// dense_trainer.cpp
+void fail(self_ptr self, const std::string& what, const caf::error& e);
+void issue_fetches(self_ptr self);
+void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool force);
+void on_applied(self_ptr self, int64_t step);
+// trainer_step.cpp
+void try_compute(self_ptr self);
+void drain_inbox(self_ptr self);
+void comm_open(self_ptr self);  // at `run`: rank 0 opens the plan's generation
+void on_comm_id(self_ptr self, uint64_t generation, const std::string& id);
+void on_comm_tick(self_ptr self);
+// trainer_cuts.cpp
+void check_cut(self_ptr self);
+void on_cut(self_ptr self, int64_t next);
+caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state);
+// trainer_eval.cpp
+capnp_payload make_params(const trainer_state& st);
+void eval_issue(self_ptr self, eval_run* e);
+void start_test(self_ptr self);
+caf::typed_response_promise<capnp_payload> on_validate(self_ptr self, int64_t batches);
+
+// are in `slot`.
+template <class Slots, class OnReady>
+void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t split,
+                 OnReady on_ready) {
+  auto& st = self->state;
+  auto& loader = st.config.loaders[static_cast<size_t>(n) % st.config.loaders.size()];
+  auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
+  auto on_error = [self, n](const caf::error& e) {
+    fail(self, "fetching batch " + std::to_string(n), e);
+  };
+  self->request(loader, st.config.timeout, fetch_atom::value, n, split)
+    .then([slots, key, on_ready](capnp_payload& p) {
+            auto& in = (*slots)[key];
+            in.dense = std::move(p);
+            if (in.ready())
+              on_ready();
+          },
+          on_error);
+  self->request(agg, st.config.timeout, pooled_atom::value, n, split)
+    .then([slots, key, on_ready](capnp_payload& p) {
+            auto& in = (*slots)[key];
+            in.pooled = std::move(p);
+            if (in.ready())
+              on_ready();
+          },
+          on_error);
+}
+
+}  // namespace satrap::trainer_detail

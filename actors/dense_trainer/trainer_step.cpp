@@ -1,0 +1,248 @@
+// One training step (trainer_state.hpp): decode the batch, forward/backward, all-reduce the dense
+// gradients (the actor ring on CPU trainers, NCCL on GPU trainers), step the optimizer, push the
+// embedding gradients.
+#include "actors/dense_trainer/trainer_state.hpp"
+#include "models/assert.hpp"
+#ifdef SATRAP_HAVE_CUDA
+#include "models/cuda/cuda_dense_model.hpp"
+#endif
+#include "satrap_schemas/step.capnp.h"
+
+#include <spdlog/spdlog.h>
+
+namespace satrap::trainer_detail {
+
+caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
+                                         int64_t n, int8_t split) {
+  auto dense = decode_dense_batch(*in.dense, n, split,
+                                  static_cast<uint32_t>(st.config.model.dense_features));
+  if (!dense)
+    return dense.error();
+  if (dense->size > static_cast<uint32_t>(st.config.batch_size))
+    return make_error(errc::invalid_payload,
+                      "dense batch " + std::to_string(n) + ": " + std::to_string(dense->size)
+                        + " samples, more than the batch size "
+                        + std::to_string(st.config.batch_size));
+  auto pooled = decode_pooled_embeddings(*in.pooled);
+  if (!pooled)
+    return pooled.error();
+  if (auto err = pooled_check_shape(*pooled,
+                                    {n, dense->size, static_cast<uint32_t>(st.config.model.slots),
+                                     static_cast<uint32_t>(st.config.model.dim)},
+                                    "pooled embeddings"))
+    return err;
+  return batch_views{*dense, *pooled};
+}
+
+// Steps the dense optimizer and pushes the embedding gradients of step `next_compute`.
+void finish_step(self_ptr self) {
+  auto& st = self->state;
+  SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
+                "step={} next_fetch={}", st.next_compute, st.next_fetch);
+  st.optimizer->step(st.model->params(), st.model->grads());
+  auto step = st.next_compute;
+  auto n = global_batch(st, step);
+  auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
+  self->request(agg, st.config.timeout, grads_atom::value, std::move(st.pending_grads))
+    .then(
+      [self, step](int64_t) {
+        auto& st = self->state;
+        for (int32_t r = 0; r < st.config.world; ++r)
+          if (r != st.config.rank)
+            self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
+        if (st.config.progress)  // the supervisor counts exactly what a rollback replays
+          self->send(st.config.progress, applied_atom::value, step, st.config.rank);
+        on_applied(self, step);
+      },
+      [self, n](const caf::error& e) { fail(self, "pushing gradients of batch " + std::to_string(n), e); });
+  st.inputs.erase(step);
+  ++st.next_compute;
+  try_compute(self);
+}
+
+void drain_inbox(self_ptr self) {
+  auto& st = self->state;
+  while (st.ring && st.ring->active() && !st.inbox.empty()) {
+    capnp_payload out;
+    auto more = st.ring->receive(st.inbox.front(), out);
+    st.inbox.pop_front();
+    if (!more) {
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+           more.error());
+      return;
+    }
+    auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
+    if (*more)
+      self->send(next, chunk_atom::value, std::move(out));
+    else
+      finish_step(self);
+  }
+}
+
+// PooledGradients of batch n, built in the payload's own buffer: the model writes the gradients
+// straight into its Data blob (`values`), so there is no scratch vector and no flattening copy.
+struct pooled_grads_builder {
+  payload_builder mb;
+  float* values = nullptr;
+  pooled_grads_builder(const trainer_state& st, int64_t n, uint32_t size, size_t bytes)
+      : mb(payload_builder::words_for(3, 1, {bytes})) {
+    auto out = mb.initRoot<schema::PooledGradients>();
+    out.setBatch(n);
+    out.setSize(size);
+    out.setSlots(static_cast<uint32_t>(st.config.model.slots));
+    out.setDim(static_cast<uint32_t>(st.config.model.dim));
+    values = reinterpret_cast<float*>(out.initValues(bytes).begin());
+  }
+};
+
+namespace {
+
+// Polls the device all-reduce again after comm_poll (once: a tick already scheduled suffices).
+void schedule_tick(self_ptr self) {
+  auto& st = self->state;
+  if (st.comm_polling)
+    return;
+  st.comm_polling = true;
+  self->delayed_send(self, st.config.comm_poll, tick_atom::value);
+}
+
+// What the device all-reduce sums in place: the GPU model's device gradients, or the host
+// gradients of a CPU model (a fake communicator in a test).
+float* comm_values(trainer_state& st) {
+#ifdef SATRAP_HAVE_CUDA
+  if (auto* gpu = dynamic_cast<cuda_dense_model*>(st.model.get()))
+    return gpu->device_grads();
+#endif
+  return st.model->grads().data();
+}
+
+// GPU trainers: false (and a tick scheduled) while the communicator is still being joined.
+bool comm_ready(self_ptr self) {
+  auto& st = self->state;
+  if (!st.device_ar)
+    return true;
+  auto ready = st.device_ar->ready();
+  if (!ready) {
+    fail(self, "joining the NCCL communicator of generation "
+                 + std::to_string(st.device_ar->generation()), ready.error());
+    return false;
+  }
+  if (!*ready)
+    schedule_tick(self);
+  return *ready;
+}
+
+}  // namespace
+
+void comm_open(self_ptr self) {
+  auto& st = self->state;
+  if (!st.device_ar || st.config.rank != 0)
+    return;
+  auto id = st.device_ar->open(st.plan.generation);
+  if (!id) {
+    fail(self, "making the NCCL communicator of generation " + std::to_string(st.plan.generation),
+         id.error());
+    return;
+  }
+  spdlog::info("trainer_comm_open rank=0 world={} generation={}", st.config.world,
+               st.plan.generation);
+  for (int32_t r = 1; r < st.config.world; ++r)
+    self->send(st.peers[static_cast<size_t>(r)], comm_id_atom::value, st.plan.generation, *id);
+}
+
+void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
+  auto& st = self->state;
+  if (!st.device_ar) {
+    fail(self, "a communicator id arrived", make_error(errc::invalid_payload,
+                                                         "this trainer does not all-reduce on a device"));
+    return;
+  }
+  auto joined = st.device_ar->on_id(generation, id);
+  if (!joined) {
+    fail(self, "joining the NCCL communicator of generation " + std::to_string(generation),
+         joined.error());
+    return;
+  }
+  if (!*joined) {
+    spdlog::warn("trainer_comm_id_stale rank={} generation={} current={}", st.config.rank,
+                 generation, st.device_ar->generation());
+    return;
+  }
+  spdlog::info("trainer_comm_join rank={} world={} generation={}", st.config.rank,
+               st.config.world, generation);
+  try_compute(self);
+}
+
+void on_comm_tick(self_ptr self) {
+  auto& st = self->state;
+  st.comm_polling = false;
+  if (st.failed || !st.device_ar)
+    return;
+  if (!st.device_ar->active()) {
+    try_compute(self);
+    return;
+  }
+  auto done = st.device_ar->done();
+  if (!done) {
+    fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+         done.error());
+    return;
+  }
+  if (*done)
+    finish_step(self);
+  else
+    schedule_tick(self);
+}
+
+void try_compute(self_ptr self) {
+  auto& st = self->state;
+  if (st.failed || (st.ring && st.ring->active()) || (st.device_ar && st.device_ar->active())
+      || st.next_compute >= st.plan.steps)
+    return;
+  auto it = st.inputs.find(st.next_compute);
+  if (it == st.inputs.end() || !it->second.ready() || !comm_ready(self))
+    return;
+  auto n = global_batch(st, st.next_compute);
+  auto in = decode_inputs(st, it->second, n, split_code(data_split::train));
+  if (!in) {
+    fail(self, "reading batch " + std::to_string(n), in.error());
+    return;
+  }
+  auto size = static_cast<int>(in->dense.size);
+  auto labels = in->dense.labels;
+  st.logits.resize(static_cast<size_t>(size));
+  pooled_grads_builder grads(st, n, static_cast<uint32_t>(size),
+                             static_cast<size_t>(size) * st.config.model.slots
+                               * st.config.model.dim * sizeof(float));
+  auto scale = 1.0f / static_cast<float>(size * st.config.world);
+  auto loss = st.model->forward_backward(size, in->dense.dense.data(), in->pooled.values.data(),
+                                         labels.data(), scale, st.logits.data(), grads.values);
+  st.report.step_losses.push_back(loss);
+  st.report.samples += size;
+  st.auc->add(st.logits, labels);
+  st.pending_grads = grads.mb.finish();
+  report_progress(st, size, loss, st.next_compute + 1 == st.plan.steps);
+  if (st.config.world == 1) {
+    finish_step(self);
+    return;
+  }
+  if (st.device_ar) {
+    float* values = comm_values(st);
+    if (values == nullptr) {
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+           make_error(errc::invalid_config, "the device gradients are unavailable"));
+      return;
+    }
+    if (auto err = st.device_ar->start(values, st.param_count)) {
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute), err);
+      return;
+    }
+    schedule_tick(self);
+    return;
+  }
+  auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
+  self->send(next, chunk_atom::value, st.ring->start(st.next_compute, st.model->grads()));
+  drain_inbox(self);
+}
+
+}  // namespace satrap::trainer_detail

@@ -1,0 +1,30 @@
+// model.precision: parsed like every key, and refused at submission unless the dense trainers run
+// on CUDA (the CPU dense path computes in fp32 only).
+#include "runtime/error.hpp"
+#include "runtime/job_spec.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace satrap;
+
+TEST_CASE("model.precision: fp32 anywhere, bf16 / fp16 only with training.device cuda") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.model.network.precision == dense_precision::fp32);
+  REQUIRE(!job_spec_load_text("model: {precision: bf16}\n", "job.yaml", spec));
+  CHECK(spec.model.network.precision == dense_precision::bf16);
+  auto err = job_spec_finalize(spec);
+  REQUIRE(err);
+  CHECK(error_text(err).find("model.precision: bf16 needs training.device cuda") != std::string::npos);
+
+  spec = job_spec_defaults();
+  REQUIRE(!job_spec_load_text("model: {precision: fp16}\ntraining: {device: cuda}\n", "job.yaml",
+                              spec));
+  CHECK(!job_spec_finalize(spec));  // the spec is fine; a node without a GPU says so at spawn
+  CHECK(spec.model.network.precision == dense_precision::fp16);
+
+  spec = job_spec_defaults();
+  auto bad = job_spec_load_text("model: {precision: fp8}\n", "job.yaml", spec);
+  REQUIRE(bad);
+  CHECK(error_text(bad).find("model.precision: expected one of fp32 bf16 fp16, got 'fp8'")
+        != std::string::npos);
+}
