@@ -1,5 +1,6 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "cli/cache_command.hpp"
 #include "cli/certs_command.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/cluster_commands.hpp"
@@ -13,10 +14,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 
 
 int main(int argc, char** argv) {
+  // A write past RLIMIT_FSIZE then fails with EFBIG, which the job's record names, instead of
+  // SIGXFSZ killing the process (a node killed so would be restarted into the same wall).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
                "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
                "dense network synchronously on data-parallel trainers (after PERSIA)."};
@@ -40,6 +45,8 @@ int main(int argc, char** argv) {
   predict.add_to(app);
   satrap::serve_command serve;
   serve.add_to(app);
+  satrap::cache_command cache;
+  cache.add_to(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,6 +74,8 @@ int main(int argc, char** argv) {
     return predict.run();
   if (serve.parsed())
     return serve.run();
+  if (cache.parsed())
+    return cache.run();
   if (auto status = cluster.run(); status >= 0)
     return status;
   return 0;

@@ -157,7 +157,11 @@ bool manifest_read(const std::string& dir, dataset_manifest& m) {
 
 std::unique_ptr<chunk_store> chunk_store::open(const std::string& dir, std::string& error) {
   std::unique_ptr<chunk_store> store(new chunk_store());
-  if (!manifest_read(dir, store->manifest_)) {
+  // Held shared while mapped: a size cap or `satrap cache clean` leaves this data set alone.
+  auto locked = cache_lock::acquire(dir, cache_lock::mode::shared, true, store->lock_, error);
+  if (locked == cache_lock::outcome::failed)
+    return nullptr;
+  if (locked != cache_lock::outcome::held || !manifest_read(dir, store->manifest_)) {
     error = dir + "/manifest.bin: missing or unreadable cache manifest";
     return nullptr;
   }

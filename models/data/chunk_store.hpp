@@ -55,7 +55,8 @@ bool manifest_read(const std::string& dir, dataset_manifest& m);
 
 class chunk_store {
  public:
-  // Maps every chunk of the cache in `dir`; nullptr and `error` set when it cannot.
+  // Maps every chunk of the cache in `dir`, holding its lock shared while open; nullptr and
+  // `error` set when it cannot.
   static std::unique_ptr<chunk_store> open(const std::string& dir, std::string& error);
   ~chunk_store();
   chunk_store(const chunk_store&) = delete;
@@ -81,6 +82,7 @@ class chunk_store {
   chunk_store() = default;
   std::string map_chunk(const std::string& path, mapped_chunk& c) const;
 
+  std::unique_ptr<cache_lock> lock_;  // the data set's, shared (cache_lock.hpp)
   dataset_manifest manifest_;
   std::vector<mapped_chunk> chunks_;
   std::vector<int64_t> starts_{0};  // first sample of each chunk, then the total

@@ -1,5 +1,6 @@
 #include "models/data/dataset_cache.hpp"
 
+#include "models/data/cache_lock.hpp"
 #include "models/data/chunk_store.hpp"
 #include "models/data/line_reader.hpp"
 #include "models/embedding/id_map.hpp"
@@ -166,6 +167,44 @@ std::string convert_all(const dataset_convert_options& o, const std::string& dir
 
 }  // namespace
 
+namespace {
+
+// Reuses the cache in `dir` when its manifest is the data set's (marking it used now).
+bool reuse(const std::string& dir, const std::string& key, dataset_cache_result& out) {
+  dataset_manifest old;
+  if (!manifest_read(dir, old) || old.key != key)
+    return false;
+  out.dir = dir;
+  out.stats = old.stats;
+  out.reused = true;
+  std::error_code ec;  // used now: the last a size cap deletes
+  fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
+  return true;
+}
+
+// Converts the data set into `dir` (its lock held exclusive) and writes the manifest last.
+bool convert_into(const dataset_convert_options& o, const std::string& dir, dataset_manifest& m,
+                  dataset_cache_result& out) {
+  m.slots = text_format_slots(o.format);
+  m.dense_features = text_format_dense_features(o.format);
+  auto start = std::chrono::steady_clock::now();
+  if (auto err = convert_all(o, dir, m, out.bad_input); !err.empty()) {
+    out.error = err;
+    return false;
+  }
+  m.stats.parse_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (auto err = manifest_write(dir, m); !err.empty()) {
+    out.error = err;
+    return false;
+  }
+  out.dir = dir;
+  out.stats = m.stats;
+  return true;
+}
+
+}  // namespace
+
 dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   dataset_cache_result out;
   if (auto want = text_format_check(o.format); !want.empty()) {
@@ -181,40 +220,43 @@ dataset_cache_result dataset_cache_build(const dataset_convert_options& o) {
   dataset_manifest m;
   m.key = options_key(o);
   auto dir = (fs::path(o.cache_root) / key_folder(m.key)).string();
-  dataset_manifest old;
-  if (manifest_read(dir, old) && old.key == m.key) {
-    out.dir = dir;
-    out.stats = old.stats;
-    out.reused = true;
-    std::error_code ec;  // used now: the last a size cap deletes
-    fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
+  // Shared to reuse; exclusive to convert. A cleaner may delete the folder between two locks:
+  // then it is made again (a few tries; each loss means someone deleted it just then).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      out.error = dir + ": cannot create the cache folder: " + ec.message();
+      return out;
+    }
+    std::unique_ptr<cache_lock> lock;
+    auto got = cache_lock::acquire(dir, cache_lock::mode::shared, true, lock, out.error);
+    if (got == cache_lock::outcome::failed)
+      return out;
+    if (got != cache_lock::outcome::held)
+      continue;
+    bool ready = reuse(dir, m.key, out);
+    if (!ready) {
+      lock.reset();
+      got = cache_lock::acquire(dir, cache_lock::mode::exclusive, true, lock, out.error);
+      if (got == cache_lock::outcome::failed)
+        return out;
+      if (got != cache_lock::outcome::held)
+        continue;
+      // Another job may have converted it while this one waited.
+      if (!reuse(dir, m.key, out) && !convert_into(o, dir, m, out))
+        return out;
+      if (!lock->downgrade())
+        continue;
+    }
+    out.hold = std::move(lock);
     if (o.cache_max_bytes > 0)
       out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
     return out;
   }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    out.error = dir + ": cannot create the cache folder: " + ec.message();
-    return out;
-  }
-  m.slots = text_format_slots(o.format);
-  m.dense_features = text_format_dense_features(o.format);
-  auto start = std::chrono::steady_clock::now();
-  if (auto err = convert_all(o, dir, m, out.bad_input); !err.empty()) {
-    out.error = err;
-    return out;
-  }
-  m.stats.parse_seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (auto err = manifest_write(dir, m); !err.empty()) {
-    out.error = err;
-    return out;
-  }
-  out.dir = dir;
-  out.stats = m.stats;
-  if (o.cache_max_bytes > 0)
-    out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
+  out = {};
+  out.error = dir + ": the cache folder was deleted each time it was made (a cache clean running "
+              "in a loop?)";
   return out;
 }
 
@@ -231,9 +273,7 @@ int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::s
     if (!e.is_directory(ec))
       continue;
     entry x{e.path(), {}, 0};
-    for (auto& f : fs::recursive_directory_iterator(e.path(), ec))
-      if (f.is_regular_file(ec))
-        x.bytes += f.file_size(ec);
+    x.bytes = dataset_cache_folder_bytes(e.path().string());
     total += x.bytes;
     x.used = fs::last_write_time(e.path() / "manifest.bin", ec);
     if (ec)  // no manifest: being converted (or abandoned); counted, not deleted
@@ -247,13 +287,36 @@ int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::s
   for (auto& s : sets) {
     if (total <= max_bytes)
       break;
-    fs::remove_all(s.dir, ec);
-    if (ec)
-      continue;
+    std::string error;
+    if (dataset_cache_remove(s.dir.string(), error) != cache_lock::outcome::held)
+      continue;  // in use by a job (or gone, or not deletable): kept
     total -= s.bytes;
     ++removed;
   }
   return removed;
+}
+
+uint64_t dataset_cache_folder_bytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto& f : fs::recursive_directory_iterator(dir, ec))
+    if (f.is_regular_file(ec))
+      bytes += f.file_size(ec);
+  return bytes;
+}
+
+cache_lock::outcome dataset_cache_remove(const std::string& dir, std::string& error) {
+  std::unique_ptr<cache_lock> lock;
+  auto got = cache_lock::acquire(dir, cache_lock::mode::exclusive, false, lock, error);
+  if (got != cache_lock::outcome::held)
+    return got;
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // the lock file goes too: a waiter finds its lock "gone"
+  if (ec) {
+    error = dir + ": cannot delete: " + ec.message();
+    return cache_lock::outcome::failed;
+  }
+  return cache_lock::outcome::held;
 }
 
 std::vector<std::string> expand_data_files(const std::vector<std::string>& patterns,

@@ -11,10 +11,12 @@
 // Threading: dataset_cache_build is a blocking call; it starts and joins its own threads.
 #pragma once
 
+#include "models/data/cache_lock.hpp"
 #include "models/data/text_format.hpp"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,17 +50,27 @@ struct dataset_cache_result {
   int trimmed = 0;        // other data sets deleted for the cache's size cap
   bool bad_input = false; // the error is the data's (a bad line, a file that cannot be opened or
                           // is not a regular file), not the machine's (a cache write that failed)
+  std::shared_ptr<cache_lock> hold;  // the data set's lock, shared: keep it until the data set is
+                                     // opened (chunk_store takes its own), so nothing deletes it
 };
 
 // Converts (or reuses, marking it used now) the data set's cache, then trims cache_root to
-// cache_max_bytes (dataset_cache_trim, keeping this data set).
+// cache_max_bytes (dataset_cache_trim, keeping this data set). Two jobs converting the same data
+// set at once convert it once (the second waits on the lock, then reuses it).
 dataset_cache_result dataset_cache_build(const dataset_convert_options& options);
 
 // Deletes whole cached data sets under `root`, least recently used first (by their manifest's
 // modification time, which a reuse refreshes), until the folder holds at most `max_bytes`; never
 // `keep_dir`. A folder without a manifest is a conversion in progress (or an abandoned one) and
-// is left alone. Returns the data sets deleted.
+// is left alone, and so is a data set a job holds (cache_lock.hpp). Returns the data sets deleted.
 int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir);
+
+// Deletes one data set's folder when its lock can be had exclusive at once: held (deleted), busy
+// (a job holds it: kept), gone (already deleted), failed (`error` says why).
+cache_lock::outcome dataset_cache_remove(const std::string& dir, std::string& error);
+
+// The bytes of the regular files under `dir`.
+uint64_t dataset_cache_folder_bytes(const std::string& dir);
 
 // Expands `patterns` (paths or globs, relative ones against `base_dir` when it is not empty),
 // in order, each glob's matches sorted. A pattern that matches nothing is an error.
