@@ -10,7 +10,11 @@ whose growth is measured); during every other job a checkpoint is asked for. Aft
 few jobs (the baseline is taken after job 6) the resident memory, open files and threads of the
 head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
 checkpoint folder holds at most checkpoint.keep complete checkpoints. Loopback ports 5640-5649.
-The last line: jobs=.. succeeded=.. rss_growth_pct=.. fds_growth=.. threads_growth=.. state_dir_mb=..
+Each figure is taken once RSS has settled after the job; heap_in_use (MiB) is malloc's count of
+bytes in use from the process's last memory_released log event (printed, not checked: it tells a
+leak from memory malloc keeps free).
+The last line: jobs=.. succeeded=.. rss_growth_pct=.. fds_growth=.. threads_growth=..
+heap_in_use_growth_pct=.. state_dir_mb=..
 (the cluster's state folder: logs, job table) ckpt_dir_max_mb=.. (the largest job's checkpoint
 folder, which checkpoint.keep bounds; each is removed after its job is checked).
 """
