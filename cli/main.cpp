@@ -1,5 +1,6 @@
 // The `satrap` command: subcommands of the runtime. `satrap train` runs a whole job embedded
 // in this one process; the cluster subcommands come with the cluster runtime.
+#include "cli/cache_command.hpp"
 #include "cli/certs_command.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/cluster_commands.hpp"
@@ -13,10 +14,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 
 
 int main(int argc, char** argv) {
+  // A write past RLIMIT_FSIZE then fails with EFBIG, which the job's record names, instead of
+  // SIGXFSZ killing the process (a node killed so would be restarted into the same wall).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
                "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
                "dense network synchronously on data-parallel trainers (after PERSIA)."};
@@ -31,8 +36,9 @@ int main(int argc, char** argv) {
   satrap::export_command export_cmd;
   satrap::predict_command predict;
   satrap::serve_command serve;
+  satrap::cache_command cache;
   satrap::command* const commands[] = {&train, &gen_criteo, &plan, &k8s, &cluster,
-                                       &certs, &export_cmd, &predict, &serve};
+                                       &certs, &export_cmd, &predict, &serve, &cache};
   for (auto* c : commands)
     c->add_to(app);
   try {

@@ -74,7 +74,7 @@ bool failure_is_deterministic(const caf::error& e) {
 }
 
 errc io_errc_of(std::string_view message) {
-  for (int code : {ENOSPC, EDQUOT, EROFS, EACCES, EPERM, ENOTDIR, ENAMETOOLONG, EISDIR})
+  for (int code : {ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM, ENOTDIR, ENAMETOOLONG, EISDIR})
     if (message.find(std::strerror(code)) != std::string_view::npos)
       return errc::no_resource;
   return errc::io_failure;

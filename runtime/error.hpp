@@ -48,8 +48,8 @@ inline errc errc_of(const caf::error& e, errc fallback) {
 }
 
 // The code for a failed file operation from its message (which carries strerror's text): disk
-// full, quota, read-only file system, permission, not a directory, name too long -> no_resource
-// (a retry fails the same way); anything else -> io_failure.
+// full, quota, file too large (RLIMIT_FSIZE), read-only file system, permission, not a
+// directory, name too long -> no_resource (a retry fails the same way); else io_failure.
 errc io_errc_of(std::string_view message);
 
 // An actor's exception handler: the exception as an error with its message (CAF's default says

@@ -2,6 +2,7 @@
 // first pending job once every node is alive, progress from its supervisor, its end and cancel.
 #include "actors/admin/admin_state.hpp"
 #include "runtime/error.hpp"
+#include "runtime/memory_release.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -79,6 +80,8 @@ void try_start(self_ptr self) {
     caf::anon_send(admin, progress_atom::value, id, p, key);
   };
   r.supervisor = spawn_job_supervisor(self->system(), c);
+  // Its job's memory back to the system once it has stopped (runtime/memory_release.hpp).
+  r.supervisor->attach_functor([] { memory_release("job_supervisor_stopped"); });
   r.last_progress = self->clock().now();
   st.running = std::move(r);
   it->state = job_state::running;

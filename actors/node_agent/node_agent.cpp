@@ -4,6 +4,7 @@
 #include "actors/node_agent/role_configs.hpp"
 #include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
+#include "runtime/memory_release.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -38,6 +39,7 @@ struct agent_state {
   std::map<std::string, std::vector<waiting_loader>> opening;  // by job YAML
   caf::node_id head;                      // the head's process (none: only local requests)
   int64_t refused = 0;
+  int64_t job_actors = 0;                 // spawned here and not stopped yet (monitored)
   static inline const char* name = "node_agent";
 };
 
@@ -87,6 +89,8 @@ caf::expected<const job_spec*> spec_of(agent_state& st, const std::string& yaml)
 template <class Handle>
 void log_spawn(self_ptr self, const Handle& h, const char* role, int32_t index) {
   spdlog::debug("actor_spawned node={} role={} index={}", self->state.config.node, role, index);
+  self->monitor(h);  // its down message counts it out (memory_release when none is left)
+  ++self->state.job_actors;
   if (self->state.config.on_spawn)
     self->state.config.on_spawn(caf::actor_cast<caf::actor>(h), role, index);
 }
@@ -108,6 +112,12 @@ caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spe
 node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_config& config) {
   return sys.spawn([config](self_ptr self) -> node_agent_actor::behavior_type {
     self->state.config = config;
+    // A job's actors are gone from this node: give the memory they freed back to the system
+    // (runtime/memory_release.hpp), or the node's resident size creeps up job after job.
+    self->set_down_handler([self](const caf::down_msg&) {
+      if (--self->state.job_actors == 0)
+        memory_release("job_actors_stopped");
+    });
     return {
       [self](spawn_atom, shard_atom, const std::string& yaml,
              int32_t index) -> caf::result<embedding_shard_actor> {

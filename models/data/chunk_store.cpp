@@ -160,10 +160,16 @@ result<dataset_manifest> manifest_read(const std::string& dir) {
 }
 
 result<std::unique_ptr<chunk_store>> chunk_store::open(const std::string& dir) {
+  std::unique_ptr<chunk_store> store(new chunk_store());
+  // Held shared while mapped: a size cap or `satrap cache clean` leaves this data set alone.
+  auto locked = cache_lock::acquire(dir, cache_lock::mode::shared, true, store->lock_);
+  if (!locked)
+    return locked.failure();
+  if (locked.value() != cache_lock::outcome::held)  // deleted meanwhile
+    return make_model_error(dir + "/manifest.bin: missing or unreadable cache manifest");
   auto manifest = manifest_read(dir);
   if (!manifest)
     return manifest.failure();
-  std::unique_ptr<chunk_store> store(new chunk_store());
   store->manifest_ = std::move(manifest.value());
   for (auto& entry : store->manifest_.chunks) {
     mapped_chunk c;

@@ -56,7 +56,7 @@ result<dataset_manifest> manifest_read(const std::string& dir);
 
 class chunk_store {
  public:
-  // Maps every chunk of the cache in `dir`.
+  // Maps every chunk of the cache in `dir`, holding its lock shared while open.
   static result<std::unique_ptr<chunk_store>> open(const std::string& dir);
   ~chunk_store();
   chunk_store(const chunk_store&) = delete;
@@ -82,6 +82,7 @@ class chunk_store {
   chunk_store() = default;
   result<ok_t> map_chunk(const std::string& path, mapped_chunk& c) const;
 
+  std::unique_ptr<cache_lock> lock_;  // the data set's, shared (cache_lock.hpp)
   dataset_manifest manifest_;
   std::vector<mapped_chunk> chunks_;
   std::vector<int64_t> starts_{0};  // first sample of each chunk, then the total

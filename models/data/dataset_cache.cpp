@@ -1,5 +1,6 @@
 #include "models/data/dataset_cache.hpp"
 
+#include "models/data/cache_lock.hpp"
 #include "models/data/chunk_store.hpp"
 #include "models/data/line_reader.hpp"
 #include "models/embedding/id_map.hpp"
@@ -158,31 +159,22 @@ result<ok_t> convert_all(const dataset_convert_options& o, const std::string& di
   return ok_t{};
 }
 
-}  // namespace
+// Reuses the cache in `dir` when its manifest is the data set's (marking it used now).
+bool reuse(const std::string& dir, const std::string& key, cached_dataset& out) {
+  auto old = manifest_read(dir);
+  if (!old || old->key != key)
+    return false;
+  out.dir = dir;
+  out.stats = old->stats;
+  out.reused = true;
+  std::error_code ec;  // used now: the last a size cap deletes
+  fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
+  return true;
+}
 
-result<cached_dataset> dataset_cache_build(const dataset_convert_options& o) {
-  if (auto format = text_format_check(o.format); !format)
-    return make_input_error("expected " + format.error());
-  if (o.files.empty())
-    return make_input_error("no data files");
-  cached_dataset out;
-  dataset_manifest m;
-  m.key = options_key(o);
-  auto dir = (fs::path(o.cache_root) / key_folder(m.key)).string();
-  if (auto old = manifest_read(dir); old && old->key == m.key) {
-    out.dir = dir;
-    out.stats = old->stats;
-    out.reused = true;
-    std::error_code ec;  // used now: the last a size cap deletes
-    fs::last_write_time(fs::path(dir) / "manifest.bin", fs::file_time_type::clock::now(), ec);
-    if (o.cache_max_bytes > 0)
-      out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
-    return out;
-  }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return make_model_error(dir + ": cannot create the cache folder: " + ec.message());
+// Converts the data set into `dir` (its lock held exclusive) and writes the manifest last.
+result<ok_t> convert_into(const dataset_convert_options& o, const std::string& dir,
+                          dataset_manifest& m, cached_dataset& out) {
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
   auto start = std::chrono::steady_clock::now();
@@ -194,9 +186,54 @@ result<cached_dataset> dataset_cache_build(const dataset_convert_options& o) {
     return written.failure();
   out.dir = dir;
   out.stats = m.stats;
-  if (o.cache_max_bytes > 0)
-    out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
-  return out;
+  return ok_t{};
+}
+
+}  // namespace
+
+result<cached_dataset> dataset_cache_build(const dataset_convert_options& o) {
+  if (auto format = text_format_check(o.format); !format)
+    return make_input_error("expected " + format.error());
+  if (o.files.empty())
+    return make_input_error("no data files");
+  dataset_manifest m;
+  m.key = options_key(o);
+  auto dir = (fs::path(o.cache_root) / key_folder(m.key)).string();
+  // Shared to reuse; exclusive to convert. A cleaner may delete the folder between two locks:
+  // then it is made again (a few tries; each loss means someone deleted it just then).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    cached_dataset out;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      return make_model_error(dir + ": cannot create the cache folder: " + ec.message());
+    std::unique_ptr<cache_lock> lock;
+    auto got = cache_lock::acquire(dir, cache_lock::mode::shared, true, lock);
+    if (!got)
+      return got.failure();
+    if (got.value() != cache_lock::outcome::held)
+      continue;
+    if (!reuse(dir, m.key, out)) {
+      lock.reset();
+      got = cache_lock::acquire(dir, cache_lock::mode::exclusive, true, lock);
+      if (!got)
+        return got.failure();
+      if (got.value() != cache_lock::outcome::held)
+        continue;
+      // Another job may have converted it while this one waited.
+      if (!reuse(dir, m.key, out))
+        if (auto converted = convert_into(o, dir, m, out); !converted)
+          return converted.failure();
+      if (!lock->downgrade())
+        continue;
+    }
+    out.hold = std::move(lock);
+    if (o.cache_max_bytes > 0)
+      out.trimmed = dataset_cache_trim(o.cache_root, o.cache_max_bytes, dir);
+    return out;
+  }
+  return make_model_error(dir + ": the cache folder was deleted each time it was made (a cache "
+                          "clean running in a loop?)");
 }
 
 int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir) {
@@ -212,9 +249,7 @@ int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::s
     if (!e.is_directory(ec))
       continue;
     entry x{e.path(), {}, 0};
-    for (auto& f : fs::recursive_directory_iterator(e.path(), ec))
-      if (f.is_regular_file(ec))
-        x.bytes += f.file_size(ec);
+    x.bytes = dataset_cache_folder_bytes(e.path().string());
     total += x.bytes;
     x.used = fs::last_write_time(e.path() / "manifest.bin", ec);
     if (ec)  // no manifest: being converted (or abandoned); counted, not deleted
@@ -228,13 +263,34 @@ int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::s
   for (auto& s : sets) {
     if (total <= max_bytes)
       break;
-    fs::remove_all(s.dir, ec);
-    if (ec)
-      continue;
+    auto removed_one = dataset_cache_remove(s.dir.string());
+    if (!removed_one || removed_one.value() != cache_lock::outcome::held)
+      continue;  // in use by a job (or gone, or not deletable): kept
     total -= s.bytes;
     ++removed;
   }
   return removed;
+}
+
+uint64_t dataset_cache_folder_bytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto& f : fs::recursive_directory_iterator(dir, ec))
+    if (f.is_regular_file(ec))
+      bytes += f.file_size(ec);
+  return bytes;
+}
+
+result<cache_lock::outcome> dataset_cache_remove(const std::string& dir) {
+  std::unique_ptr<cache_lock> lock;
+  auto got = cache_lock::acquire(dir, cache_lock::mode::exclusive, false, lock);
+  if (!got || got.value() != cache_lock::outcome::held)
+    return got;
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // the lock file goes too: a waiter finds its lock "gone"
+  if (ec)
+    return make_model_error(dir + ": cannot delete: " + ec.message());
+  return cache_lock::outcome::held;
 }
 
 result<std::vector<std::string>> expand_data_files(const std::vector<std::string>& patterns,

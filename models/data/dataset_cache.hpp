@@ -11,11 +11,13 @@
 // Threading: dataset_cache_build is a blocking call; it starts and joins its own threads.
 #pragma once
 
+#include "models/data/cache_lock.hpp"
 #include "models/data/text_format.hpp"
 #include "models/result.hpp"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,20 +48,30 @@ struct cached_dataset {
   dataset_stats stats;    // of the conversion (read back from the manifest when reused)
   bool reused = false;    // true when a matching cache was found
   int trimmed = 0;        // other data sets deleted for the cache's size cap
+  std::shared_ptr<cache_lock> hold;  // the data set's lock, shared: keep it until the data set is
+                                     // opened (chunk_store takes its own), so nothing deletes it
 };
 
 // Converts (or reuses, marking it used now) the data set's cache, then trims cache_root to
-// cache_max_bytes (dataset_cache_trim, keeping this data set). The error says what went wrong,
-// e.g. "a.libfm:12:7: bad_label: expected ..."; it is bad_input() when it is the data's (a bad
-// line, a file that cannot be opened or is not a regular file), not the machine's (a cache write
-// that failed).
+// cache_max_bytes (dataset_cache_trim, keeping this data set). Two jobs converting the same data
+// set at once convert it once (the second waits on the lock, then reuses it). The error says what
+// went wrong, e.g. "a.libfm:12:7: bad_label: expected ..."; it is bad_input() when it is the
+// data's (a bad line, a file that cannot be opened or is not a regular file), not the machine's
+// (a cache write that failed).
 result<cached_dataset> dataset_cache_build(const dataset_convert_options& options);
 
 // Deletes whole cached data sets under `root`, least recently used first (by their manifest's
 // modification time, which a reuse refreshes), until the folder holds at most `max_bytes`; never
 // `keep_dir`. A folder without a manifest is a conversion in progress (or an abandoned one) and
-// is left alone. Returns the data sets deleted.
+// is left alone, and so is a data set a job holds (cache_lock.hpp). Returns the data sets deleted.
 int dataset_cache_trim(const std::string& root, uint64_t max_bytes, const std::string& keep_dir);
+
+// Deletes one data set's folder when its lock can be had exclusive at once: held (deleted), busy
+// (a job holds it: kept), gone (already deleted); an error when it could not be locked or deleted.
+result<cache_lock::outcome> dataset_cache_remove(const std::string& dir);
+
+// The bytes of the regular files under `dir`.
+uint64_t dataset_cache_folder_bytes(const std::string& dir);
 
 // Expands `patterns` (paths or globs, relative ones against `base_dir` when it is not empty),
 // in order, each glob's matches sorted. A pattern that matches nothing, or a match that is not a

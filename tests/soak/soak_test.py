@@ -10,7 +10,11 @@ whose growth is measured); during every other job a checkpoint is asked for. Aft
 few jobs (the baseline is taken after job 6) the resident memory, open files and threads of the
 head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
 checkpoint folder holds at most checkpoint.keep complete checkpoints. Loopback ports 5640-5649.
-The last line: jobs=.. succeeded=.. rss_growth_pct=.. fds_growth=.. threads_growth=.. state_dir_mb=..
+Each figure is taken once RSS has settled after the job; heap_in_use (MiB) is malloc's count of
+bytes in use from the process's last memory_released log event (printed, not checked: it tells a
+leak from memory malloc keeps free).
+The last line: jobs=.. succeeded=.. rss_growth_pct=.. fds_growth=.. threads_growth=..
+heap_in_use_growth_pct=.. state_dir_mb=..
 (the cluster's state folder: logs, job table) ckpt_dir_max_mb=.. (the largest job's checkpoint
 folder, which checkpoint.keep bounds; each is removed after its job is checked).
 """
@@ -102,6 +106,33 @@ def proc_figures(pid):
     return rss, len(os.listdir(f"/proc/{pid}/fd")), threads
 
 
+def settled_figures(names, timeout=10.0):
+    """The figures once every process's RSS has settled (two samples 0.5 s apart within 0.5%):
+    a job's last actors free their memory and the process gives it back (memory_released in its
+    log) just after the job ends, so a figure taken at once may catch it half-way."""
+    last = {n: proc_figures(pid_of(n)) for n in names}
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        now = {n: proc_figures(pid_of(n)) for n in names}
+        if all(abs(now[n][0] - last[n][0]) <= 0.005 * last[n][0] for n in names):
+            return now
+        last = now
+    return last
+
+
+def heap_in_use_mib(name):
+    """The heap in use (MiB) at the process's last memory_released event (its log), or None."""
+    found = None
+    with open(os.path.join(state, name + ".log"), errors="replace") as f:
+        for line in f:
+            if "memory_released" in line:
+                for field in line.split():
+                    if field.startswith("heap_in_use_mib="):
+                        found = float(field.split("=", 1)[1])
+    return found
+
+
 def node_alive(doc, name):
     return doc and any(n["name"] == name and n["alive"] for n in doc["nodes"])
 
@@ -154,7 +185,7 @@ nodes:
 """)
     run("up", *common(), "--wait", "60", timeout=120)
     watched = ["head", "node-node-0"]  # pid records: head.pid, node-<name>.pid
-    baseline = None
+    baseline = baseline_heap = None
     succeeded = 0
     kills = checkpoints_asked = 0
     ckpt_max_mb = 0.0
@@ -184,7 +215,8 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
                 r = run("checkpoint", job_id, *common(), check=False, timeout=300)
                 if r.returncode == 0:
                     checkpoints_asked += 1
-                elif "finishing" not in r.stderr:
+                elif "finishing" not in r.stderr and "is not running" not in r.stderr:
+                    # (a short job may end between the status read and the request)
                     fail(f"job {i}: satrap checkpoint: {r.stderr.strip()}")
         if kill:
             j = wait_for(running_past(60), f"job {i} to pass step 60", 180)
@@ -223,17 +255,23 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
             time.sleep(0.2)
         if actors != 0:
             print("left:", json.dumps(doc["actors"] if doc else None)[:1500], file=sys.stderr)
-        figures = {name: proc_figures(pid_of(name)) for name in watched}
+        figures = settled_figures(watched)
+        heap = {n: heap_in_use_mib(n) for n in watched}
         print(f"job {i:2d} {job_id}: SUCCEEDED restarts={final['restarts']} "
               f"checkpoints={final['checkpoints']} actors_left={actors} "
-              + " ".join(f"{n}:rss={f[0] >> 20}MiB,fds={f[1]},threads={f[2]}" for n, f in figures.items()),
+              + " ".join(f"{n}:rss={f[0] / 1048576:.1f}MiB,heap_in_use={heap[n]}MiB,fds={f[1]},"
+                         f"threads={f[2]}" for n, f in figures.items()),
               flush=True)
         if actors != 0:
             fail(f"job {i}: {actors} actors still running after the job ended")
         if i == BASELINE_JOB:
-            baseline = figures
-    last = {name: proc_figures(pid_of(name)) for name in watched}
+            baseline, baseline_heap = figures, heap
+    last = settled_figures(watched)
     rss_growth = max((last[n][0] - baseline[n][0]) / baseline[n][0] * 100 for n in watched)
+    heap = {n: heap_in_use_mib(n) for n in watched}
+    # The heap in use (malloc's own count) tells a leak from memory malloc keeps free.
+    heap_growth = max([(heap[n] - baseline_heap[n]) / baseline_heap[n] * 100 for n in watched
+                       if heap[n] is not None and baseline_heap[n]] or [float("nan")])
     fds_growth = max(last[n][1] - baseline[n][1] for n in watched)
     threads_growth = max(last[n][2] - baseline[n][2] for n in watched)
     state_mb = dir_mb(state)  # logs, job table, certificates
@@ -241,7 +279,8 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
     print(f"soak: {jobs} jobs in {time.monotonic() - t0:.0f} s, {kills} node kills, "
           f"{checkpoints_asked} checkpoints asked; baseline after job {BASELINE_JOB}")
     result = (f"jobs={jobs} succeeded={succeeded} rss_growth_pct={rss_growth:.1f} "
-              f"fds_growth={fds_growth} threads_growth={threads_growth} state_dir_mb={state_mb:.1f} "
+              f"fds_growth={fds_growth} threads_growth={threads_growth} "
+              f"heap_in_use_growth_pct={heap_growth:.1f} state_dir_mb={state_mb:.1f} "
               f"ckpt_dir_max_mb={ckpt_max_mb:.0f}")
     if rss_growth > 5.0:
         fail(f"RSS grew {rss_growth:.1f}% after job {BASELINE_JOB}: {result}")
