@@ -1,0 +1,192 @@
+// Where a store lookup's time goes (issue 17): each stage of a lookup timed alone on the same ids,
+// beside the flat gather the store is measured against. Per batch, every variant runs once, in
+// turn, on this thread's CPU clock; figures are medians (ns per id) over reps x batches.
+//
+// Variants: `hash` (row_index::hash_of only); `index` (the store's index alone, filled with the
+// same ids: home bucket prefetched 16 ids ahead, then the whole find, which walks on without a
+// prefetch for the ids beyond the home bucket); `index_home` (the same, home bucket only:
+// find_home, which answers `more` for those); `rows` (the rows alone:
+// row numbers known, rows on huge-page slabs as the store's, prefetched 16 ahead, 64 bytes copied);
+// `copy` (the 64-byte copy of rows already in L1); `fp16` (one half row widened to fp32, in L1);
+// `flat` and `flat_4k` (the bench's flat gather, 68-byte rows, on huge pages and on 4 KiB pages);
+// `store` / `peek` / `store_fp16` (embedding_table::lookup, peek, and lookup of an fp16 table).
+// It prints the process's AnonHugePages, so that the flat array and the store are seen on the
+// same page size.
+// usage: store_stages [rows=10M] [reps=3] [zipf|uniform]
+#include "models/embedding/embedding_table.hpp"
+#include "models/embedding/huge_pages.hpp"
+#include "models/embedding/row_index.hpp"
+#include "models/embedding/row_slabs.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace satrap;
+
+namespace {
+
+constexpr int dim = 16;
+constexpr size_t batch_ids = 65536, row_floats = dim + 1, ahead = 16;
+
+double cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The bench's batches: distinct Zipf(1.1) ranks scattered by an affine bijection (or uniform).
+std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, bool uniform) {
+  std::vector<double> cdf(rows);
+  double sum = 0;
+  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
+  std::mt19937_64 rng(20240611);
+  std::uniform_real_distribution<double> u(0.0, sum);
+  std::vector<uint8_t> seen(rows, 0);
+  std::vector<std::vector<uint64_t>> out(batches);
+  for (auto& b : out) {
+    std::fill(seen.begin(), seen.end(), 0);
+    while (b.size() < std::min(batch_ids, rows)) {
+      uint64_t id = uniform ? rng() % rows
+                            : (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
+                                   * 2654435761ULL + 12345) % rows;
+      if (!seen[id]) {
+        seen[id] = 1;
+        b.push_back(id);
+      }
+    }
+  }
+  return out;
+}
+
+size_t anon_huge_kib() {
+  FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  char line[256];
+  size_t kib = 0;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  return kib;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t rows = argc > 1 ? std::stoull(argv[1]) : 10'000'000;
+  int reps = argc > 2 ? std::stoi(argv[2]) : 3;
+  bool uniform = argc > 3 && std::string(argv[3]) == "uniform";
+  auto batches = make_batches(rows, 8, uniform);
+
+  embedding_options o;
+  o.dim = dim;
+  o.optimizer = sparse_optimizer_kind::rowwise_adagrad;
+  o.capacity = rows;
+  embedding_options o16 = o;
+  o16.precision = weight_precision::fp16;
+  embedding_table store(o), store16(o16);
+  row_index index(rows);
+  const size_t stride = row_layout::of(o).stride;
+  row_slabs slabs(stride, row_slabs::rows_per_slab(stride, rows));
+  slabs.ensure(rows);
+  std::vector<float> out(batch_ids * dim);
+  {
+    std::vector<uint64_t> ids(batch_ids);
+    for (size_t b = 0; b < rows; b += batch_ids) {
+      size_t n = std::min(batch_ids, rows - b);
+      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      store.lookup({ids.data(), n}, out.data());
+      store16.lookup({ids.data(), n}, out.data());
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      index.insert(r, row_index::hash_of(r), static_cast<uint32_t>(r));
+      embedding_init_row(o, r, reinterpret_cast<float*>(slabs.row(static_cast<uint32_t>(r))));
+    }
+  }
+  auto* flat = static_cast<float*>(huge_alloc(rows * row_floats * 4));
+  std::vector<float> flat_4k(rows * row_floats);  // std::vector: 4 KiB pages (no madvise)
+  for (size_t r = 0; r < rows; ++r) {
+    embedding_init_row(o, r, flat + r * row_floats);
+    std::memcpy(&flat_4k[r * row_floats], flat + r * row_floats, row_floats * 4);
+  }
+  const sparse_kernels& k = sparse_kernels_select(simd_choice::automatic);
+  std::vector<uint16_t> half(dim, 0x3c00);
+
+  const char* names[] = {"hash", "index", "rows", "copy", "fp16", "flat", "flat_4k", "store", "peek", "store_fp16",
+                         "index_home"};
+  constexpr int variants = 11;
+  std::vector<double> t[variants];
+  double sink = 0;
+  for (int rep = 0; rep < reps; ++rep)
+    for (auto& b : batches) {
+      const size_t n = b.size();
+      for (int v = 0; v < variants; ++v) {
+        double c0 = cpu_s();
+        uint64_t acc = 0;
+        switch (v) {
+          case 0:
+            for (size_t i = 0; i < n; ++i) acc += row_index::hash_of(b[i]);
+            break;
+          case 1:
+            for (size_t i = 0; i < n; ++i) {
+              if (i + ahead < n) index.prefetch(row_index::hash_of(b[i + ahead]));
+              acc += index.find(b[i], row_index::hash_of(b[i]));
+            }
+            break;
+          case 2:
+            for (size_t i = 0; i < n; ++i) {
+              if (i + ahead < n) slabs.prefetch(static_cast<uint32_t>(b[i + ahead]));
+              std::memcpy(&out[i * dim], slabs.row(static_cast<uint32_t>(b[i])), dim * 4);
+            }
+            break;
+          case 3:
+            for (size_t i = 0; i < n; ++i) std::memcpy(&out[(i % 64) * dim], slabs.row(static_cast<uint32_t>(i % 64)), dim * 4);
+            break;
+          case 4:
+            for (size_t i = 0; i < n; ++i) k.to_f32(half.data(), &out[(i % 64) * dim], dim);
+            break;
+          case 5:
+            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
+            break;
+          case 6:
+            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], &flat_4k[b[i] * row_floats], dim * 4);
+            break;
+          case 7: store.lookup(b, out.data()); break;
+          case 8: store.peek(b, out.data()); break;
+          case 9: store16.lookup(b, out.data()); break;
+          case 10:
+            for (size_t i = 0; i < n; ++i) {
+              if (i + ahead < n) index.prefetch(row_index::hash_of(b[i + ahead]));
+              acc += index.find_home(b[i], row_index::hash_of(b[i]));
+            }
+            break;
+        }
+        t[v].push_back((cpu_s() - c0) * 1e9 / static_cast<double>(n));
+        sink += static_cast<double>(acc % 7) + out[5];
+      }
+    }
+  std::printf("%s ids, %zu rows, %zu x %zu ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB on huge "
+              "pages, store %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
+              uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, anon_huge_kib() / 1024,
+              rows * row_floats * 4 >> 20, static_cast<size_t>(store.counters().bytes >> 20), sink);
+  for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], median(t[v]));
+  std::printf("ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f\n",
+              median(t[5]) / median(t[7]), median(t[5]) / median(t[8]), median(t[5]) / median(t[9]),
+              median(t[5]) / median(t[6]));
+  std::printf("index_home=%.1f hash=%.1f index=%.1f rows=%.1f copy=%.1f fp16=%.1f flat=%.1f flat_4k=%.1f store=%.1f peek=%.1f "
+              "store_fp16=%.1f\n",
+              median(t[10]), median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[4]), median(t[5]), median(t[6]),
+              median(t[7]), median(t[8]), median(t[9]));
+  huge_free(flat, rows * row_floats * 4);
+  return 0;
+}
