@@ -9,8 +9,8 @@ mid-training and started again (node-0 and the head are never killed: they are t
 whose growth is measured); during every other job a checkpoint is asked for. Jobs are long
 enough (1,500 batches, 12-16 s each here) that every kill and every checkpoint request lands
 mid-training: the test fails unless JOBS//3 kills (each job then reports a restart) and JOBS//2
-checkpoints landed. After the first few jobs (the baseline is taken after job 6) the resident memory, open files and threads of the
-head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
+checkpoints landed. After the first few jobs (the baseline is taken after job 6) the resident
+memory, open files and threads of the head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
 checkpoint folder holds at most checkpoint.keep complete checkpoints. Loopback ports 5640-5649.
 Each figure is taken once RSS has settled after the job; heap_in_use (MiB) is malloc's count of
 bytes in use from the process's last memory_released log event (printed, not checked: it tells a
