@@ -1,6 +1,7 @@
 // The admin's job table: submission (checked and planned before it is accepted), starting the
 // first pending job once every node is alive, progress from its supervisor, its end and cancel.
 #include "actors/admin/admin_state.hpp"
+#include "runtime/broker_buffers.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory_release.hpp"
 
@@ -80,8 +81,10 @@ void try_start(self_ptr self) {
     caf::anon_send(admin, progress_atom::value, id, p, key);
   };
   r.supervisor = spawn_job_supervisor(self->system(), c);
-  // Its job's memory back to the system once it has stopped (runtime/memory_release.hpp).
-  r.supervisor->attach_functor([] { memory_release("job_supervisor_stopped"); });
+  // Its job's memory back to the system once it has stopped (runtime/memory_release.hpp), with
+  // the broker's spare write buffer (runtime/broker_buffers.hpp: what was sent to lost nodes).
+  r.supervisor->attach_functor(
+    [&sys = self->system()] { broker_buffers_release(sys, "job_supervisor_stopped"); });
   r.last_progress = self->clock().now();
   st.running = std::move(r);
   it->state = job_state::running;

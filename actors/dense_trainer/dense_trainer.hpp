@@ -122,7 +122,7 @@ typename Inspector::result_type inspect(Inspector& f, trainer_report& x) {
 
 using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>,
                                              caf::reacts_to<cut_atom, cut_report>,
-                                             caf::reacts_to<applied_atom, int64_t, int32_t>>;  // (step, rank)
+                                             caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>>;  // (generation, step, rank)
 
 using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<peers_atom, std::vector<caf::actor>>,  // every trainer, by rank (self included)

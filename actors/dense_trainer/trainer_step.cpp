@@ -51,7 +51,8 @@ void finish_step(self_ptr self) {
           if (r != st.config.rank)
             self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
         if (st.config.progress)  // the supervisor counts exactly what a rollback replays
-          self->send(st.config.progress, applied_atom::value, step, st.config.rank);
+          self->send(st.config.progress, applied_atom::value, st.plan.generation, step,
+                     st.config.rank);
         on_applied(self, step);
       },
       [self, n](const caf::error& e) { fail(self, "pushing gradients of batch " + std::to_string(n), e); });

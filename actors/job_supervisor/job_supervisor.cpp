@@ -288,11 +288,8 @@ job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
   return {
     [self](run_atom) { return on_run(self); },
     [self](progress_atom, const progress_report& r) { on_progress(self, r); },
-    [self](applied_atom, int64_t step, int32_t rank) {  // a trainer's step is on the shards
-      auto& st = self->state;
-      auto r = static_cast<size_t>(rank);
-      if (!st.recovering && r < st.applied_steps.size())
-        st.applied_steps[r] = std::max(st.applied_steps[r], step + 1);
+    [self](applied_atom, uint64_t gen, int64_t step, int32_t rank) {
+      on_applied(self, gen, step, rank);
     },
     [self](cut_atom, cut_report& r) { on_cut(self, r); },
     [self](checkpoint_atom) { return on_checkpoint(self); },

@@ -120,7 +120,7 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
 
 using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
                                               caf::reacts_to<progress_atom, progress_report>,
-                                              caf::reacts_to<applied_atom, int64_t, int32_t>,
+                                              caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>,
                                               caf::reacts_to<cut_atom, cut_report>,
                                               caf::replies_to<checkpoint_atom>::with<int64_t>,
                                               caf::reacts_to<restore_atom, uint64_t>,     // internal

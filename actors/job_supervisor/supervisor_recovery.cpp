@@ -115,11 +115,17 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
                                 + " s); last failure: " + reason));
     return;
   }
-  // Everything trained after the newest checkpoint is rolled back and trained again.
+  // Everything applied after the newest checkpoint is rolled back and trained again: per
+  // trainer, the step reached (applied on the shards) less the checkpoint's step; one batch each.
+  // A step of this generation whose `applied` arrives after this failure is counted on arrival.
   auto resume = st.last ? st.last->step : 0;
   int64_t replayed = 0;
-  for (auto s : st.applied_steps)
-    replayed += std::max<int64_t>(0, s - resume);
+  for (auto& s : st.applied_steps) {
+    s = std::max(s, resume);
+    replayed += s - resume;
+  }
+  st.rolled_back_generation = st.generation;
+  st.rolled_back_to = st.applied_steps;
   st.progress.restarts += 1;
   st.progress.batches_replayed += replayed;
   st.progress.samples = st.committed_samples;
@@ -146,6 +152,19 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   // Give the cluster a moment to notice a lost node before asking who is alive.
   auto gen_now = st.generation;
   self->delayed_send(self, ms(st.config.spec.timing.replan_delay_ms), restore_atom::value, gen_now);
+}
+
+void on_applied(self_ptr self, uint64_t gen, int64_t step, int32_t rank) {
+  auto& st = self->state;
+  auto r = static_cast<size_t>(rank);
+  if (gen == st.generation && !st.recovering && r < st.applied_steps.size()) {
+    st.applied_steps[r] = std::max(st.applied_steps[r], step + 1);
+  } else if (gen == st.rolled_back_generation && r < st.rolled_back_to.size()
+             && step + 1 > st.rolled_back_to[r]) {
+    // Applied before the failure, reported after it: rolled back too.
+    st.progress.batches_replayed += step + 1 - st.rolled_back_to[r];
+    st.rolled_back_to[r] = step + 1;
+  }
 }
 
 void on_exit(self_ptr self, caf::exit_msg& msg) {

@@ -42,6 +42,8 @@ struct supervisor_state {
   // Progress, summed over trainers.
   std::vector<int64_t> trainer_steps;  // computed, as the progress reports say
   std::vector<int64_t> applied_steps;  // on the shards, step by step (what a rollback replays)
+  uint64_t rolled_back_generation = 0;  // the generation the newest rollback ended
+  std::vector<int64_t> rolled_back_to;  // its steps counted as replayed, per trainer
   std::vector<double> trainer_auc;
   job_progress progress;
   double loss_sum = 0.0;
@@ -105,6 +107,11 @@ void notify(supervisor_state& st);
 
 // Every trainer reported: reads the shards' statistics, delivers the result, stops the job.
 void finish(self_ptr self);
+
+// ---- supervisor_recovery.cpp: failures ----------------------------------------------------
+
+// A trainer's step `step` of generation `gen` is applied on the shards (its gradients acked).
+void on_applied(self_ptr self, uint64_t gen, int64_t step, int32_t rank);
 
 // ---- supervisor_checkpoint.cpp: the cut protocol --------------------------------------------
 

@@ -4,6 +4,7 @@
 #include "actors/node_agent/role_configs.hpp"
 #include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
+#include "runtime/broker_buffers.hpp"
 #include "runtime/memory_release.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -115,7 +116,11 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
     // A job's actors are gone from this node: give the memory they freed back to the system
     // (runtime/memory_release.hpp), or the node's resident size creeps up job after job.
     self->set_down_handler([self](const caf::down_msg&) {
-      if (--self->state.job_actors == 0)
+      if (--self->state.job_actors > 0)
+        return;
+      if (self->state.head != caf::node_id{})  // a cluster node: its broker's spare buffer too
+        broker_buffers_release(self->system(), "job_actors_stopped");
+      else
         memory_release("job_actors_stopped");
     });
     return {

@@ -6,11 +6,13 @@
 #include "actors/job_supervisor/restart_intensity.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload_checks.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <cblas.h>
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
@@ -52,26 +54,68 @@ struct temp_dir {
 
 namespace {
 
+// Where a shard crashes at a known step: at the first gradient update of a batch of training
+// step `step` or later (batch n is trainer n % T's step n / T), which it does not apply.
+struct step_crash {
+  int32_t shard = -1;  // -1: none
+  int64_t step = 0;
+  int32_t trainers = 1;
+  uint32_t dim = 0;
+  std::shared_ptr<std::atomic<bool>> crashed = std::make_shared<std::atomic<bool>>(false);
+};
+
+// In front of a real shard: forwards every message; crashes (quits as if it threw, which ends
+// the linked real shard too) as `crash` says.
+embedding_shard_actor spawn_crashing_shard(caf::actor_system& sys, embedding_shard_actor real,
+                                           step_crash crash) {
+  return sys.spawn([=](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
+    self->link_to(real);
+    return {
+      [=](lookup_atom a, capnp_payload& p) { return self->delegate(real, a, std::move(p)); },
+      [=](update_atom a, capnp_payload& p) -> caf::result<int64_t> {
+        auto v = decode_embedding_gradients(p, crash.dim);
+        if (v && v->batch / crash.trainers >= crash.step && !crash.crashed->exchange(true)) {
+          self->quit(caf::exit_reason::unhandled_exception);
+          return make_error(errc::peer_failure, "crashed");
+        }
+        return self->delegate(real, a, std::move(p));
+      },
+      [=](stats_atom a) { return self->delegate(real, a); },
+      [=](snapshot_atom a, std::string& d, uint64_t q, bool f) {
+        return self->delegate(real, a, std::move(d), q, f);
+      },
+      [=](restore_atom a, std::string& d, uint64_t q) { return self->delegate(real, a, std::move(d), q); },
+    };
+  });
+}
+
 // A node agent for the test: spawns through a real agent and keeps the shards' handles, so the
-// test can kill one mid-training (a crash of that actor, as the supervisor sees it).
+// test can kill one mid-training (a crash of that actor, as the supervisor sees it); with a
+// step_crash, the first generation's shard `crash.shard` crashes at that step.
 struct recording_agent_state {
   node_agent_actor real;
   std::shared_ptr<std::vector<caf::actor>> shards;
 };
 
 node_agent_actor spawn_recording_agent(caf::actor_system& sys,
-                                       std::shared_ptr<std::vector<caf::actor>> shards) {
-  return sys.spawn([shards](node_agent_actor::stateful_pointer<recording_agent_state> self)
+                                       std::shared_ptr<std::vector<caf::actor>> shards,
+                                       step_crash crash = {}) {
+  return sys.spawn([shards, crash](node_agent_actor::stateful_pointer<recording_agent_state> self)
                      -> node_agent_actor::behavior_type {
     self->state.real = spawn_node_agent(self->system(), {"test"});
     self->state.shards = shards;
     auto& real = self->state.real;
     auto d = std::chrono::seconds(30);
+    auto wrapped = std::make_shared<bool>(false);
     return {
       [=](spawn_atom a, shard_atom r, const std::string& y, int32_t i) {
         auto rp = self->make_response_promise<embedding_shard_actor>();
         self->request(real, d, a, r, y, i).then(
           [=](embedding_shard_actor& h) mutable {
+            if (i == crash.shard && !*wrapped) {
+              *wrapped = true;
+              h = spawn_crashing_shard(self->system(), h, crash);
+            }
             self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
             rp.deliver(std::move(h));
           },
@@ -111,7 +155,7 @@ struct job_run {
   size_t shards_spawned = 0;
 };
 
-job_run run_job(job_spec spec, const crash_plan* crash) {
+job_run run_job(job_spec spec, const crash_plan* crash, const step_crash* at_step = nullptr) {
   job_run out;
   if (auto err = job_spec_finalize(spec)) {
     out.result = err;
@@ -124,7 +168,10 @@ job_run run_job(job_spec spec, const crash_plan* crash) {
   auto shards = std::make_shared<std::vector<caf::actor>>();
   job_supervisor_config config;
   config.spec = spec;
-  if (crash) {
+  if (at_step) {
+    config.nodes.push_back(spawn_recording_agent(sys, shards, *at_step));
+    config.own_nodes = true;
+  } else if (crash) {
     config.nodes.push_back(spawn_recording_agent(sys, shards));
     config.own_nodes = true;
     config.observer = [crash, shards, &out](const job_progress& p) {
@@ -142,6 +189,8 @@ job_run run_job(job_spec spec, const crash_plan* crash) {
              [&](caf::error& e) { out.result = std::move(e); });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
   out.shards_spawned = shards->size();
+  if (at_step)
+    out.crashed = at_step->crashed->load();
   return out;
 }
 
@@ -285,6 +334,30 @@ TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and
   CHECK(out->step_losses.size() == undisturbed->step_losses.size());
   CHECK(std::abs(out->test_auc - undisturbed->test_auc) < 0.003);
   CHECK(r.shards_spawned == 6);  // two generations of 3 shards
+}
+
+TEST_CASE("batches_replayed is exactly the trainers' steps between the checkpoint and the crash") {
+  // Staleness 0: a trainer looks step s + 1 up only once every trainer's step s is on the shards,
+  // so when shard 1 refuses the first update of step 57, both trainers have applied steps 0..56
+  // and none of step 57. The checkpoint is at step 40: 2 trainers x 17 steps are rolled back.
+  temp_dir tmp;
+  auto spec = ckpt_job(tmp.path.string());
+  spec.placement.trainers = 2;
+  spec.training.train_batches = 240;  // 120 steps per trainer; checkpoints at 40 and 80
+  REQUIRE(!job_spec_finalize(spec));
+  step_crash crash;
+  crash.shard = 1;
+  crash.step = 57;
+  crash.trainers = 2;
+  crash.dim = static_cast<uint32_t>(spec.model.embedding.dim);
+  INFO("data seed=99 model seed=7 dir=" << tmp.path.string());
+  auto r = run_job(spec, nullptr, &crash);
+  auto& out = r.result;
+  REQUIRE_MESSAGE(out, error_text(out.error()));
+  CHECK(r.crashed);
+  CHECK(out->restarts == 1);
+  CHECK(out->batches_replayed == 2 * (57 - 40));
+  CHECK(out->steps_total == 120);
 }
 
 TEST_CASE("past the restart intensity the job fails with the reason") {

@@ -6,9 +6,11 @@ usage: soak_test.py SATRAP_BINARY [JOBS] [TRAIN_BATCHES]
 
 Every job must SUCCEED. During every third job a random node of node-1 and node-2 is kill -9-ed
 mid-training and started again (node-0 and the head are never killed: they are the processes
-whose growth is measured); during every other job a checkpoint is asked for. After the first
-few jobs (the baseline is taken after job 6) the resident memory, open files and threads of the
-head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
+whose growth is measured); during every other job a checkpoint is asked for. Jobs are long
+enough (1,500 batches, 12-16 s each here) that every kill and every checkpoint request lands
+mid-training: the test fails unless JOBS//3 kills (each job then reports a restart) and JOBS//2
+checkpoints landed. After the first few jobs (the baseline is taken after job 6) the resident
+memory, open files and threads of the head and node-0 must stay flat (RSS within 5%, open files and threads within +4), and every job's
 checkpoint folder holds at most checkpoint.keep complete checkpoints. Loopback ports 5640-5649.
 Each figure is taken once RSS has settled after the job; heap_in_use (MiB) is malloc's count of
 bytes in use from the process's last memory_released log event (printed, not checked: it tells a
@@ -35,7 +37,7 @@ import harness  # noqa: E402  (tests/cluster/harness.py)
 
 satrap = os.path.abspath(sys.argv[1])
 jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-batches = int(sys.argv[3]) if len(sys.argv) > 3 else 600
+batches = int(sys.argv[3]) if len(sys.argv) > 3 else 1500
 KEEP = 2
 BASELINE_JOB = 6
 seed = int(os.environ.get("SATRAP_SOAK_SEED", "14"))
@@ -215,9 +217,10 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
                 r = run("checkpoint", job_id, *common(), check=False, timeout=300)
                 if r.returncode == 0:
                     checkpoints_asked += 1
-                elif "finishing" not in r.stderr and "is not running" not in r.stderr:
-                    # (a short job may end between the status read and the request)
+                else:
                     fail(f"job {i}: satrap checkpoint: {r.stderr.strip()}")
+            else:
+                fail(f"job {i} ended before its checkpoint request: make the jobs longer")
         if kill:
             j = wait_for(running_past(60), f"job {i} to pass step 60", 180)
             if j["state"] == "RUNNING":
@@ -233,10 +236,14 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
                 if not node_alive(status(), victim):
                     start(["node", "--name", victim], "node-" + victim)
                 wait_for(lambda: node_alive(status(), victim), f"{victim} to rejoin", 60)
+            else:
+                fail(f"job {i} ended before its node kill: make the jobs longer")
         final = wait_for(lambda: (lambda j: j if j and j["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
                                   else None)(job_of(status(), job_id)), f"job {i} to end", 600)
         if final["state"] != "SUCCEEDED":
             fail(f"job {i} ({job_id}) ended {final['state']}: {final['message']}")
+        if kill and final["restarts"] < 1:
+            fail(f"job {i}: a node was killed mid-training but the job reports no restart")
         succeeded += 1
         complete = glob.glob(os.path.join(ckpt, "checkpoint-*.json"))
         if len(complete) > KEEP:
@@ -282,6 +289,9 @@ checkpoint: {{dir: {ckpt}, every_steps: 40, keep: {KEEP}}}
               f"fds_growth={fds_growth} threads_growth={threads_growth} "
               f"heap_in_use_growth_pct={heap_growth:.1f} state_dir_mb={state_mb:.1f} "
               f"ckpt_dir_max_mb={ckpt_max_mb:.0f}")
+    if kills != jobs // 3 or checkpoints_asked != jobs // 2:
+        fail(f"{kills} node kills and {checkpoints_asked} checkpoints landed, expected "
+             f"{jobs // 3} and {jobs // 2}: {result}")
     if rss_growth > 5.0:
         fail(f"RSS grew {rss_growth:.1f}% after job {BASELINE_JOB}: {result}")
     if fds_growth > 4 or threads_growth > 4:
