@@ -145,12 +145,15 @@ note "configure + build of satrap_gpu_test, gpu_dlrm_bench and satrap: $(( $(dat
 grep -i "warning" "$logs/build.txt" | head -10 | tee -a "$summary"
 failures=0
 
-# ---- every GPU test (each model against its CPU twin, mixed precision, NCCL), via CTest too ----
+# ---- every GPU test (each model against its CPU twin, mixed precision, the staged copies against
+# the synchronous ones bit for bit, NCCL), via CTest too ----
 timeout 300 "$build/bin/satrap_gpu_test" --duration=true >"$logs/gpu_test.txt" 2>&1
 test_rc=$?
 grep -vE "^\s*$" "$logs/gpu_test.txt" | grep -E "satrap_gpu_test on|ERROR|FAILED|CHECK|worst|relative L2|mean loss|test cases|assertions|Status|SKIPPED" | head -60
 note "figure gpu_test: satrap_gpu_test exit $test_rc (0 passed, 77 skipped: no device)"
 grep -E "mean loss" "$logs/gpu_test.txt" | sed 's/^/gpu_check: figure mixed_precision: /' | tee -a "$summary"
+# The overlapped copies' bit-for-bit comparison, by name (a failure shows as a doctest ERROR above).
+grep -E "staged|values differ" "$logs/gpu_test.txt" | head -10 | tee -a "$summary"
 [ "$test_rc" -eq 0 ] || failures=$((failures + 1))
 ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest_gpu.txt" 2>&1
 note "figure ctest_gpu: $(grep -E 'tests passed|tests failed' "$logs/ctest_gpu.txt" | head -1)"

@@ -79,6 +79,7 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   st.next_fetch = st.next_compute = plan.first_step;
   st.global_applied = plan.first_step - 1;
   st.cut = plan.cut;
+  drop_staged(st);  // a new plan: nothing staged for an earlier one is computed
   st.done = self->make_response_promise<trainer_report>();
   comm_open(self);
   st.test.split = data_split::test;

@@ -69,6 +69,7 @@ caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
     return make_error(errc::invalid_payload,
                       "restore: the checkpoint's optimizer state does not fit this optimizer");
   std::copy(in->params.begin(), in->params.end(), model.begin());
+  drop_staged(st);  // batches staged before the rollback hold the old timeline's embeddings
   return in->step;
 }
 

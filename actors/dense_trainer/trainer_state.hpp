@@ -107,6 +107,7 @@ void drain_inbox(self_ptr self);
 void comm_open(self_ptr self);  // at `run`: rank 0 opens the plan's generation
 void on_comm_id(self_ptr self, uint64_t generation, const std::string& id);
 void on_comm_tick(self_ptr self);
+void drop_staged(trainer_state& st);  // GPU trainers: forget staged batches (run, restore)
 // trainer_cuts.cpp
 void check_cut(self_ptr self);
 void on_cut(self_ptr self, int64_t next);
