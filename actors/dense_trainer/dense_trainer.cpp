@@ -166,7 +166,10 @@ caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_confi
   auto m = make_cuda_dense_model(c.model, c.seed, c.rank % devices.value());
   if (!m)
     return make_error(errc::invalid_config, "training.device cuda: " + m.error());
-  // Through dense_model: the host optimizer and the ring all-reduce work on the host mirrors.
+  // The dense optimizer steps on the device (trainer_optimizer.cpp); a ring all-reduce (CPU
+  // trainers' protocol, no communicator) would still work on the host mirrors.
+  if (auto s = m.value()->set_optimizer(c.optimizer); !s)
+    return make_error(errc::invalid_config, "training.device cuda: " + s.error());
   return std::unique_ptr<dense_model>(std::move(m.value()));
 #else
   return make_error(errc::invalid_config,

@@ -39,7 +39,10 @@ void finish_step(self_ptr self) {
   auto& st = self->state;
   SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
                 "step={} next_fetch={}", st.next_compute, st.next_fetch);
-  st.optimizer->step(st.model->params(), st.model->grads());
+  if (auto err = optimizer_step(st)) {
+    fail(self, "the optimizer step of step " + std::to_string(st.next_compute), err);
+    return;
+  }
   auto step = st.next_compute;
   auto n = global_batch(st, step);
   auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
