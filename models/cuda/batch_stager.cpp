@@ -55,9 +55,12 @@ result<bool> batch_stager::stage(int64_t key, int batch, const float* dense, con
     SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventSynchronize(s.uploaded.get())));
     SATRAP_TRY(reserve(s, batch));
     const size_t b = static_cast<size_t>(batch);
-    std::memcpy(s.h_dense.data(), dense, b * dense_width_ * sizeof(float));
-    std::memcpy(s.h_pooled.data(), pooled, b * pooled_width_ * sizeof(float));
-    std::memcpy(s.h_labels.data(), labels, b * sizeof(float));
+    auto host_copy = [](float* to, const float* from, size_t n) {
+      if (n > 0) std::memcpy(to, from, n * sizeof(float));  // (no dense features: null, 0)
+    };
+    host_copy(s.h_dense.data(), dense, b * dense_width_);
+    host_copy(s.h_pooled.data(), pooled, b * pooled_width_);
+    host_copy(s.h_labels.data(), labels, b);
     if (s.consumed_recorded)
       SATRAP_TRY(SATRAP_CUDA_CHECK(cudaStreamWaitEvent(copy_, s.consumed.get(), 0)));
     auto h2d = [&](float* to, const float* from, size_t n) {
@@ -106,7 +109,7 @@ cuda_status batch_stager::finish(cudaStream_t compute, float* out, size_t n) {
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventRecord(s.consumed.get(), compute)));
   s.consumed_recorded = true;
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventSynchronize(downloaded_.get())));
-  std::memcpy(out, h_grads_.data(), n * sizeof(float));
+  if (n > 0) std::memcpy(out, h_grads_.data(), n * sizeof(float));
   ring_.finish();
   current_ = -1;
   return ok_t{};

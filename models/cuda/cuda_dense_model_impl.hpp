@@ -132,16 +132,19 @@ struct cuda_dense_model::impl {
         cudaMemsetAsync(d_pooled_grad.data(), 0, pooled_size(batch) * sizeof(float), stream));
   }
 
-  // The loss, the backward pass and (fp16) unscaling after forward_on_device; the logits copied
-  // out on the compute stream. The pooled gradients stay on the device (d_pooled_grad).
+  // The loss, the backward pass and (fp16) unscaling after forward_on_device. The logits and the
+  // pooled gradients stay on the device (out, d_pooled_grad) for the caller to copy.
   cuda_status loss_and_backward(int batch, const float* out, const float* d_labels_in,
-                                float scale, float* logits) {
+                                float scale) {
     SATRAP_TRY(cuda_bce_with_logits(stream, batch, out, d_labels_in, scale * loss_scale,
                                     d_dlogits.data(), d_loss.data()));
     SATRAP_TRY(net->backward(*blas, batch, params.device(), d_dlogits.data(), grads.device(),
                              d_pooled_grad.data()));
     grads.mark_device_newer();  // overwritten whole, whatever the host held
     if (config.precision == dense_precision::fp16) SATRAP_TRY(unscale(batch));
+    return ok_t{};
+  }
+  cuda_status copy_logits(int batch, const float* out, float* logits) {
     return copy(logits, out, static_cast<size_t>(batch) * sizeof(float), cudaMemcpyDeviceToHost);
   }
 
@@ -152,7 +155,8 @@ struct cuda_dense_model::impl {
     if (!out) return make_model_error(out.error());
     const size_t b = static_cast<size_t>(batch);
     SATRAP_TRY(copy(d_labels.data(), labels, b * sizeof(float), cudaMemcpyHostToDevice));
-    SATRAP_TRY(loss_and_backward(batch, out.value(), d_labels.data(), scale, logits));
+    SATRAP_TRY(loss_and_backward(batch, out.value(), d_labels.data(), scale));
+    SATRAP_TRY(copy_logits(batch, out.value(), logits));
     SATRAP_TRY(copy(pooled_grad, d_pooled_grad.data(), pooled_size(batch) * sizeof(float),
                     cudaMemcpyDeviceToHost));
     double loss = 0.0;
@@ -174,8 +178,11 @@ struct cuda_dense_model::impl {
     SATRAP_TRY(reserve(batch));
     auto out = forward_on_device(batch, in.value().dense, in.value().pooled);
     if (!out) return make_model_error(out.error());
-    SATRAP_TRY(loss_and_backward(batch, out.value(), in.value().labels, scale, logits));
+    SATRAP_TRY(loss_and_backward(batch, out.value(), in.value().labels, scale));
+    // The gradients' download starts on the copy stream right after the backward pass, beside
+    // the (small, pageable, so host-blocking) logits copy on the compute stream.
     SATRAP_TRY(stager->download_grads(stream, d_pooled_grad.data(), pooled_size(batch)));
+    SATRAP_TRY(copy_logits(batch, out.value(), logits));
     double loss = 0.0;
     SATRAP_TRY(copy(&loss, d_loss.data(), sizeof(double), cudaMemcpyDeviceToHost));
     SATRAP_TRY(sync());
