@@ -3,6 +3,7 @@
 // bit: the same kernels on the same inputs, only the buffers and the stream of the copies differ.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
@@ -175,7 +176,8 @@ TEST_CASE("device optimizer_step follows the learning-rate schedule as dense_opt
     o.schedule.decay_steps = 4;
     REQUIRE_OK(g.set_optimizer(o));
     const auto grads = copy_of(g.grads());
-    auto params = copy_of(std::as_const(g).params());
+    const auto start = copy_of(std::as_const(g).params());
+    auto params = start;
     dense_optimizer cpu(o, params.size());
     for (int step = 0; step < 6; ++step) {  // the same gradients every step
       cpu.step(params, grads);
@@ -184,6 +186,6 @@ TEST_CASE("device optimizer_step follows the learning-rate schedule as dense_opt
     check_close("params after 6 scheduled steps", copy_of(std::as_const(g).params()), params,
                 1e-7, 1e-5);
     auto p = g.params();  // back to the same start for the next kind
-    std::copy(params.begin(), params.end(), p.begin());
+    std::copy(start.begin(), start.end(), p.begin());
   }
 }
