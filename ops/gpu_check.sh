@@ -3,7 +3,8 @@
 # packages, a build of satrap_gpu_test, gpu_dlrm_bench and satrap in build-gpu (SATRAP_CUDA=ON,
 # sm_90 for H100/H200), then every GPU test, gpu_dlrm_bench at batch 8192 and 65536 in fp32 and
 # bf16, and `satrap train --device cuda` against `--device cpu` on the default job at staleness 0
-# (samples/s and test AUC of each; goal |delta AUC| <= 0.002). One "gpu_check: figure ..." line per
+# (samples/s and test AUC of each; goal |delta AUC| <= 0.002), then a short `--device cuda` run at
+# staleness 2 (the overlapped batch copies). One "gpu_check: figure ..." line per
 # figure. Logs go to build-gpu/gpu-check/ and, when $OUT is set, to $OUT too. Exit status: 0 when
 # the GPU test passed (not skipped) and every figure was measured within its goal, else non-zero.
 #
@@ -145,12 +146,15 @@ note "configure + build of satrap_gpu_test, gpu_dlrm_bench and satrap: $(( $(dat
 grep -i "warning" "$logs/build.txt" | head -10 | tee -a "$summary"
 failures=0
 
-# ---- every GPU test (each model against its CPU twin, mixed precision, NCCL), via CTest too ----
+# ---- every GPU test (each model against its CPU twin, mixed precision, the staged copies against
+# the synchronous ones bit for bit, NCCL), via CTest too ----
 timeout 300 "$build/bin/satrap_gpu_test" --duration=true >"$logs/gpu_test.txt" 2>&1
 test_rc=$?
 grep -vE "^\s*$" "$logs/gpu_test.txt" | grep -E "satrap_gpu_test on|ERROR|FAILED|CHECK|worst|relative L2|mean loss|test cases|assertions|Status|SKIPPED" | head -60
 note "figure gpu_test: satrap_gpu_test exit $test_rc (0 passed, 77 skipped: no device)"
 grep -E "mean loss" "$logs/gpu_test.txt" | sed 's/^/gpu_check: figure mixed_precision: /' | tee -a "$summary"
+# The overlapped copies' bit-for-bit comparison, by name (a failure shows as a doctest ERROR above).
+grep -E "staged|values differ" "$logs/gpu_test.txt" | head -10 | tee -a "$summary"
 [ "$test_rc" -eq 0 ] || failures=$((failures + 1))
 ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest_gpu.txt" 2>&1
 note "figure ctest_gpu: $(grep -E 'tests passed|tests failed' "$logs/ctest_gpu.txt" | head -1)"
@@ -189,6 +193,13 @@ for device in cuda cpu; do
   note "figure train device=$device staleness=0 samples_per_sec=${sps:-none} test_auc=${auc:-none} exit=$rc"
   eval "auc_$device=\${auc:-}"
 done
+# The overlapped copies end to end: at staleness 2 a GPU trainer stages batch N+1 while N computes
+# (at staleness 0 above there is never a next batch to stage). A short run; its AUC is logged only.
+timeout 100 "$build/bin/satrap" train --device cuda --staleness 2 --train-batches 2000 --json \
+  >"$logs/train_cuda_staged.txt" 2>&1
+rc=$?
+note "figure train_staged device=cuda staleness=2 batches=2000 samples_per_sec=$(json_field "$logs/train_cuda_staged.txt" samples_per_sec) test_auc=$(json_field "$logs/train_cuda_staged.txt" test_auc) exit=$rc"
+[ "$rc" -eq 0 ] || failures=$((failures + 1))
 if [ -n "${auc_cuda:-}" ] && [ -n "${auc_cpu:-}" ]; then
   delta=$(python3 -c "print(abs($auc_cuda - $auc_cpu))" 2>/dev/null || echo unknown)
   verdict=$(python3 -c "print('ok' if abs($auc_cuda - $auc_cpu) <= 0.002 else 'MISSED')" 2>/dev/null || echo unknown)

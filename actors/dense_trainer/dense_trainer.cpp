@@ -79,6 +79,7 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   st.next_fetch = st.next_compute = plan.first_step;
   st.global_applied = plan.first_step - 1;
   st.cut = plan.cut;
+  drop_staged(st);  // a new plan: nothing staged for an earlier one is computed
   st.done = self->make_response_promise<trainer_report>();
   comm_open(self);
   st.test.split = data_split::test;
@@ -165,7 +166,10 @@ caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_confi
   auto m = make_cuda_dense_model(c.model, c.seed, c.rank % devices.value());
   if (!m)
     return make_error(errc::invalid_config, "training.device cuda: " + m.error());
-  // Through dense_model: the host optimizer and the ring all-reduce work on the host mirrors.
+  // The dense optimizer steps on the device (trainer_optimizer.cpp); a ring all-reduce (CPU
+  // trainers' protocol, no communicator) would still work on the host mirrors.
+  if (auto s = m.value()->set_optimizer(c.optimizer); !s)
+    return make_error(errc::invalid_config, "training.device cuda: " + s.error());
   return std::unique_ptr<dense_model>(std::move(m.value()));
 #else
   return make_error(errc::invalid_config,

@@ -31,8 +31,13 @@ void check_cut(self_ptr self) {
   r.step = st.cut;
   r.samples = st.report.samples;
   r.step_losses = std::move(st.report.step_losses);
-  if (st.config.rank == 0)
+  if (st.config.rank == 0) {
+    if (auto err = optimizer_state_to_host(st)) {  // GPU trainers: the device holds it
+      fail(self, "taking the dense state at step " + std::to_string(st.cut), err);
+      return;
+    }
     r.state = make_state(st);
+  }
   st.report.samples = 0;
   st.report.step_losses.clear();
   spdlog::debug("trainer_at_cut rank={} step={}", st.config.rank, st.cut);
@@ -69,6 +74,9 @@ caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
     return make_error(errc::invalid_payload,
                       "restore: the checkpoint's optimizer state does not fit this optimizer");
   std::copy(in->params.begin(), in->params.end(), model.begin());
+  if (auto err = optimizer_state_to_device(st))
+    return make_error(errc::invalid_payload, "restore: " + error_text(err));
+  drop_staged(st);  // batches staged before the rollback hold the old timeline's embeddings
   return in->step;
 }
 

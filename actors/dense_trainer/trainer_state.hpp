@@ -3,6 +3,7 @@
 //   dense_trainer.cpp  the behaviour, `run`, fetching, progress, the applied-steps count
 //   trainer_step.cpp   one training step: decode, forward/backward, all-reduce (actor ring on CPU
 //                      trainers, NCCL through device_allreduce on GPU trainers), optimizer, push
+//   trainer_optimizer.cpp  the dense optimizer step (host, or the device for GPU trainers)
 //   trainer_cuts.cpp   checkpoint cuts, the dense state, restore
 //   trainer_eval.cpp   test and validation passes
 // Threading: everything here runs inside the trainer actor.
@@ -107,6 +108,12 @@ void drain_inbox(self_ptr self);
 void comm_open(self_ptr self);  // at `run`: rank 0 opens the plan's generation
 void on_comm_id(self_ptr self, uint64_t generation, const std::string& id);
 void on_comm_tick(self_ptr self);
+void drop_staged(trainer_state& st);  // GPU trainers: forget staged batches (run, restore)
+// trainer_optimizer.cpp: the dense optimizer's step (on the device for GPU trainers) and, for
+// GPU trainers, its state between the device and `optimizer` (checkpoints, restore)
+caf::error optimizer_step(trainer_state& st);
+caf::error optimizer_state_to_host(trainer_state& st);
+caf::error optimizer_state_to_device(trainer_state& st);
 // trainer_cuts.cpp
 void check_cut(self_ptr self);
 void on_cut(self_ptr self, int64_t next);

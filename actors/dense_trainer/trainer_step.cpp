@@ -39,7 +39,10 @@ void finish_step(self_ptr self) {
   auto& st = self->state;
   SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
                 "step={} next_fetch={}", st.next_compute, st.next_fetch);
-  st.optimizer->step(st.model->params(), st.model->grads());
+  if (auto err = optimizer_step(st)) {
+    fail(self, "the optimizer step of step " + std::to_string(st.next_compute), err);
+    return;
+  }
   auto step = st.next_compute;
   auto n = global_batch(st, step);
   auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
@@ -133,7 +136,86 @@ bool comm_ready(self_ptr self) {
   return *ready;
 }
 
+#ifdef SATRAP_HAVE_CUDA
+cuda_dense_model* staging_model(trainer_state& st) {
+  return dynamic_cast<cuda_dense_model*>(st.model.get());
+}
+#endif
+
+// GPU trainers: the batches of steps [first, next_compute + 1] that are here are staged (their
+// copies into pinned memory and uploads on the model's copy stream enqueued, never waited for),
+// in step order, so that the next step's upload overlaps this step's compute. Called whenever the
+// trainer could compute or a batch arrives; staged steps below `first` are dropped. Only a batch
+// the protocol already has is staged (at staleness 0 the next one is never fetched before this
+// one is applied, so there is nothing to overlap). False when it failed the trainer.
+bool stage_ready(self_ptr self, int64_t first) {
+#ifdef SATRAP_HAVE_CUDA
+  auto& st = self->state;
+  auto* gpu = staging_model(st);
+  if (gpu == nullptr)
+    return true;
+  gpu->drop_staged_before(first);
+  for (int64_t step = first; step <= st.next_compute + 1 && step < st.plan.steps; ++step) {
+    auto it = st.inputs.find(step);
+    if (it == st.inputs.end() || !it->second.ready() || gpu->staged(step))
+      continue;
+    auto n = global_batch(st, step);
+    auto in = decode_inputs(st, it->second, n, split_code(data_split::train));
+    if (!in) {
+      fail(self, "reading batch " + std::to_string(n), in.error());
+      return false;
+    }
+    auto staged = gpu->stage_batch(step, static_cast<int>(in->dense.size),
+                                   in->dense.dense.data(), in->pooled.values.data(),
+                                   in->dense.labels.data());
+    if (!staged) {
+      fail(self, "uploading batch " + std::to_string(n),
+           make_error(errc::peer_failure, staged.error()));
+      return false;
+    }
+    if (!staged.value())
+      break;  // both slots busy
+    spdlog::trace("trainer_staged rank={} step={} batch={}", st.config.rank, step, n);
+  }
+#else
+  (void)self;
+  (void)first;
+#endif
+  return true;
+}
+
+// forward_backward of step next_compute: through the staged (overlapped) path when its batch is
+// staged on a GPU model, else the model's own synchronous path. An error of the staged path
+// fails the trainer (nullopt).
+std::optional<double> step_forward_backward(self_ptr self, const batch_views& in, int size,
+                                            float scale, float* pooled_grad) {
+  auto& st = self->state;
+#ifdef SATRAP_HAVE_CUDA
+  if (auto* gpu = staging_model(st); gpu != nullptr && gpu->staged(st.next_compute)) {
+    auto loss = gpu->forward_backward_staged(st.next_compute, scale, st.logits.data(),
+                                             pooled_grad);
+    if (!loss) {
+      fail(self, "computing step " + std::to_string(st.next_compute),
+           make_error(errc::peer_failure, loss.error()));
+      return std::nullopt;
+    }
+    return loss.value();
+  }
+#endif
+  return st.model->forward_backward(size, in.dense.dense.data(), in.pooled.values.data(),
+                                    in.dense.labels.data(), scale, st.logits.data(), pooled_grad);
+}
+
 }  // namespace
+
+void drop_staged(trainer_state& st) {
+#ifdef SATRAP_HAVE_CUDA
+  if (auto* gpu = staging_model(st))
+    gpu->drop_staged();
+#else
+  (void)st;
+#endif
+}
 
 void comm_open(self_ptr self) {
   auto& st = self->state;
@@ -197,8 +279,13 @@ void on_comm_tick(self_ptr self) {
 
 void try_compute(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || (st.ring && st.ring->active()) || (st.device_ar && st.device_ar->active())
-      || st.next_compute >= st.plan.steps)
+  if (st.failed || st.next_compute >= st.plan.steps)
+    return;
+  if ((st.ring && st.ring->active()) || (st.device_ar && st.device_ar->active())) {
+    stage_ready(self, st.next_compute + 1);  // this step is computed; its all-reduce runs
+    return;
+  }
+  if (!stage_ready(self, st.next_compute))
     return;
   auto it = st.inputs.find(st.next_compute);
   if (it == st.inputs.end() || !it->second.ready() || !comm_ready(self))
@@ -216,8 +303,10 @@ void try_compute(self_ptr self) {
                              static_cast<size_t>(size) * st.config.model.slots
                                * st.config.model.dim * sizeof(float));
   auto scale = 1.0f / static_cast<float>(size * st.config.world);
-  auto loss = st.model->forward_backward(size, in->dense.dense.data(), in->pooled.values.data(),
-                                         labels.data(), scale, st.logits.data(), grads.values);
+  auto computed = step_forward_backward(self, *in, size, scale, grads.values);
+  if (!computed)
+    return;
+  double loss = *computed;
   st.report.step_losses.push_back(loss);
   st.report.samples += size;
   st.auc->add(st.logits, labels);

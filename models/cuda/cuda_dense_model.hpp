@@ -30,7 +30,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "models/cuda/cuda_util.hpp"
 #include "models/dense/dense_model.hpp"
@@ -59,12 +61,38 @@ class cuda_dense_model final : public dense_model {
                                       float* pooled_grad);
   result<ok_t> try_forward(int batch, const float* dense, const float* pooled, float* logits);
 
+  // The overlapped path (double buffering; models/cuda/batch_stager.hpp). stage_batch copies batch
+  // `key`'s inputs into page-locked buffers and enqueues their upload on the model's copy stream,
+  // without waiting on the device; false (nothing done) when both staging slots are busy.
+  // forward_backward_staged(key) runs the same kernels as try_forward_backward on the staged
+  // inputs (the same bits), the compute stream waiting only for that batch's upload event, and
+  // brings the pooled gradients back through pinned memory on the copy stream; like
+  // try_forward_backward it returns after synchronising. So the overlap comes from the order of
+  // calls: stage N, stage N+1, forward_backward_staged(N): N+1's upload runs while N computes.
+  // Keys are the caller's (the trainer's step numbers); after an error every staged batch is
+  // dropped. drop_staged_before frees staged keys below `key`; drop_staged frees all (a rollback:
+  // staged inputs of the old timeline must not be computed).
+  result<bool> stage_batch(int64_t key, int batch, const float* dense, const float* pooled,
+                           const float* labels);
+  bool staged(int64_t key) const;
+  result<double> forward_backward_staged(int64_t key, float loss_scale, float* logits,
+                                         float* pooled_grad);
+  void drop_staged_before(int64_t key);
+  void drop_staged();
+
   // The device-side optimizer: state (zeros) allocated on the first call of set_optimizer, which
   // also resets it. optimizer_step applies one step to the device parameters with the device
-  // gradients (a newer host copy of either is uploaded first) and synchronizes.
+  // gradients (a newer host copy of either is uploaded first), with the learning rate of
+  // options.schedule at this step (as dense_optimizer), and synchronizes.
   result<ok_t> set_optimizer(const dense_optimizer_options& options);
   result<ok_t> optimizer_step();
   int64_t optimizer_steps() const;
+  // The device optimizer's state in dense_optimizer's layout (m: Adagrad accumulator or Adam
+  // first moment, empty for SGD; v: Adam second moment, else empty), for checkpoints; and back
+  // (sizes checked: an error, nothing changed, when they do not fit). Both synchronise.
+  result<ok_t> optimizer_state(std::vector<float>& m, std::vector<float>& v) const;
+  result<ok_t> set_optimizer_state(std::span<const float> m, std::span<const float> v,
+                                   int64_t steps);
 
   size_t param_count() const;
   int device() const;

@@ -1,6 +1,6 @@
 // Small pieces of the CUDA path: CUDA / cuBLAS / NCCL status codes turned into satrap's result
 // (an error message naming the call, the code's text and file:line; never an abort), a device
-// array that owns its memory, and the device count.
+// array, a page-locked host buffer and an event that own what they hold, and the device count.
 // Threading: device_array is a plain owner (one at a time); the free functions are thread-safe.
 #pragma once
 
@@ -87,6 +87,81 @@ class device_array {
   }
   T* p_ = nullptr;
   size_t n_ = 0;
+};
+
+// Page-locked host memory for n values of T (cudaHostAlloc), so that cudaMemcpyAsync from or to it
+// is a true asynchronous DMA; grows only (reserve), freed on destruction (cudaFreeHost).
+template <class T>
+class pinned_buffer {
+ public:
+  pinned_buffer() = default;
+  pinned_buffer(const pinned_buffer&) = delete;
+  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  pinned_buffer(pinned_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  pinned_buffer& operator=(pinned_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~pinned_buffer() { release(); }
+
+  // Capacity for at least n values; the old contents are lost when it grows. No copy that reads
+  // or writes the old memory may still be in flight.
+  cuda_status reserve(size_t n) {
+    if (n <= n_) return ok_t{};
+    release();
+    void* p = nullptr;
+    SATRAP_TRY(cuda_check(cudaHostAlloc(&p, n * sizeof(T), cudaHostAllocPortable), "cudaHostAlloc",
+                          __FILE__, __LINE__));
+    p_ = static_cast<T*>(p);
+    n_ = n;
+    return ok_t{};
+  }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t capacity() const { return n_; }
+
+ private:
+  void release() {
+    if (p_ != nullptr) cudaFreeHost(p_);  // as device_array: an error here has nowhere to go
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// A CUDA event without timing (ordering between streams only); destroyed with its owner.
+class cuda_event {
+ public:
+  cuda_event() = default;
+  cuda_event(const cuda_event&) = delete;
+  cuda_event& operator=(const cuda_event&) = delete;
+  cuda_event(cuda_event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  cuda_event& operator=(cuda_event&& o) noexcept {
+    if (this != &o) {
+      release();
+      e_ = std::exchange(o.e_, nullptr);
+    }
+    return *this;
+  }
+  ~cuda_event() { release(); }
+  cuda_status create() {
+    release();
+    return cuda_check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming),
+                      "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  void release() {
+    if (e_ != nullptr) cudaEventDestroy(e_);
+    e_ = nullptr;
+  }
+  cudaEvent_t e_ = nullptr;
 };
 
 }  // namespace satrap
