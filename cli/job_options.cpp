@@ -17,8 +17,9 @@ void job_options::add_to(CLI::App& app, bool job_required) {
   for (auto& f : job_fields()) {
     if (f.flag.empty())
       continue;
-    auto* opt = app.add_option("--" + f.flag, values_[f.key],
-                               f.help + " [" + f.key + ", default " + f.get(defaults) + "]");
+    auto help = f.help + " [" + f.key + ", default " + f.get(defaults) + "]";
+    auto* opt = f.nested ? app.add_option("--" + f.flag, repeated_[f.key], help)->allow_extra_args(false)
+                         : app.add_option("--" + f.flag, values_[f.key], help);
     opt->group("Job (override the job file)");
     options_[f.key] = opt;
   }
@@ -33,7 +34,12 @@ caf::expected<job_spec> job_options::resolve() const {
     auto it = options_.find(f.key);
     if (it == options_.end() || it->second->count() == 0)
       continue;
-    auto& text = values_.at(f.key);
+    std::string text;
+    if (f.nested)  // one inner list per use of the flag
+      for (auto& item : repeated_.at(f.key))
+        text += (text.empty() ? "[" : ",[") + item + "]";
+    else
+      text = values_.at(f.key);
     auto want = f.set(spec, text);
     if (!want.empty())
       return make_error(errc::invalid_config,

@@ -52,6 +52,7 @@ caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<cons
   meta.pool = spec.model.pool;
   meta.embedding = spec.model.embedding;
   meta.partitions = static_cast<uint32_t>(spec.placement.partitions);
+  meta.crosses = spec.data.crosses;
   meta.job_yaml = job_spec_to_yaml(spec);
   auto rows = export_model(out, meta, params, snapshot_root, sequence, shards);
   if (!rows)
@@ -178,6 +179,7 @@ int predict_command::run() {
     spec.training.test_batches = 0;
   }
   spec.training.train_batches = spec.placement.trainers;  // not trained: any valid count
+  spec.data.crosses = m.meta().crosses;  // the rows are crossed as the model was trained
   if (auto err = job_spec_finalize(spec)) {
     std::cerr << "satrap predict: " << error_text(err) << "\n";
     return 2;
@@ -259,7 +261,7 @@ int predict_command::run() {
         std::fprintf(out, "%g\t%.9g\n", b.labels[i], static_cast<double>(sigmoid(logits[i])));
       if (inst) {
         nlohmann::json slots = nlohmann::json::array();
-        for (int s = 0; s < b.slots; ++s) {
+        for (int s = 0; s < m.input_slots(); ++s) {  // serving adds the crosses itself
           auto bag = static_cast<size_t>(i) * b.slots + s;
           slots.push_back(std::vector<uint64_t>(b.ids.begin() + b.offsets[bag],
                                                 b.ids.begin() + b.offsets[bag + 1]));

@@ -1,5 +1,6 @@
 #include "runtime/job_data.hpp"
 
+#include "models/data/feature_cross.hpp"
 #include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "runtime/error.hpp"
@@ -101,7 +102,9 @@ std::string job_data_cache_root(const data_spec& data) {
   return root.string();
 }
 
-caf::expected<job_data> job_data_open(const job_spec& spec) {
+namespace {
+
+caf::expected<job_data> open_source(const job_spec& spec) {
   if (spec.data.source != data_source::synthetic)
     return open_files(spec);
   job_data out;
@@ -110,6 +113,20 @@ caf::expected<job_data> job_data_open(const job_spec& spec) {
   out.test_batches = spec.training.test_batches;
   out.validation_batches = spec.training.validation_batches;
   out.epoch_steps = 0;  // an endless stream: no epochs
+  return out;
+}
+
+}  // namespace
+
+caf::expected<job_data> job_data_open(const job_spec& spec) {
+  auto out = open_source(spec);
+  if (!out || spec.data.crosses.empty())
+    return out;
+  // The crosses are added to every batch as it is made: the cache holds the data's slots only.
+  if (auto checked = check_crosses(spec.data.crosses, out->source->slots()); !checked)
+    return make_error(errc::invalid_config, checked.error());
+  out->source = std::make_shared<const crossed_source>(out->source, spec.data.crosses);
+  spdlog::info("data_crosses crosses={} slots={}", spec.data.crosses.size(), out->source->slots());
   return out;
 }
 

@@ -50,6 +50,19 @@ std::string where(const std::string& origin, const YAML::Mark& m) {
   return origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
 }
 
+// An item of a sequence as text: a scalar, or a sequence of scalars as "[a,b]" (nested keys).
+std::string sequence_item(const YAML::Node& item) {
+  if (item.IsScalar())
+    return item.Scalar();
+  if (!item.IsSequence())
+    return "?";
+  std::string text = "[";
+  for (size_t i = 0; i < item.size(); ++i)
+    text.append(i ? "," : "").append(item[i].IsScalar() ? item[i].Scalar() : std::string("?"));
+  text.push_back(']');
+  return text;
+}
+
 caf::error load_node(const YAML::Node& node, const std::string& prefix, const std::string& origin,
                      job_spec& spec) {
   for (auto it = node.begin(); it != node.end(); ++it) {
@@ -71,7 +84,7 @@ caf::error load_node(const YAML::Node& node, const std::string& prefix, const st
       text = value.Scalar();
     else if (value.IsSequence())
       for (size_t i = 0; i < value.size(); ++i)
-        text += (i ? "," : "") + (value[i].IsScalar() ? value[i].Scalar() : std::string("?"));
+        text.append(i ? "," : "").append(sequence_item(value[i]));  // (append: g++ 12 warns on +)
     auto want = field->set(spec, text);
     if (!want.empty())
       return make_error(errc::invalid_config, where(origin, value.Mark()) + ": " + key
@@ -178,6 +191,19 @@ std::string job_spec_to_yaml(const job_spec& spec) {
     e << YAML::Key << key << YAML::Value;
     if (!f.list) {
       e << value;
+      return;
+    }
+    if (f.nested) {
+      std::vector<std::vector<std::string>> lists;
+      split_nested(value, lists);
+      e << YAML::Flow << YAML::BeginSeq;
+      for (auto& list : lists) {
+        e << YAML::Flow << YAML::BeginSeq;
+        for (auto& item : list)
+          e << item;
+        e << YAML::EndSeq;
+      }
+      e << YAML::EndSeq;
       return;
     }
     if (value.size() >= 2 && value.front() == '[' && value.back() == ']')

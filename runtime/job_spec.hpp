@@ -9,6 +9,7 @@
 #pragma once
 
 #include "models/data/dataset_cache.hpp"
+#include "models/data/feature_cross.hpp"
 #include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "models/dense/dense_optimizer.hpp"
@@ -52,6 +53,9 @@ struct data_spec {
   uint32_t chunk_samples = 65536;       // samples per cache chunk file
   std::string cache_dir;                // where converted data sets go; "": $TMPDIR/satrap-cache
   int64_t cache_max_mib = 20480;        // the cache folder's size cap (LRU data sets go); 0: none
+  // Feature crosses (models/data/feature_cross.hpp): each adds a sparse slot after the data's own,
+  // whose ids hash the crossed slots' ids; applied to every batch of every split, and by serving.
+  feature_crosses crosses;
 };
 
 // Where the dense network runs: on the CPU (BLAS), or on a CUDA device (models/cuda/; DLRM only).
@@ -146,6 +150,9 @@ struct job_field {
   std::function<std::string(job_spec&, const std::string&)> set;
   std::function<std::string(const job_spec&)> get;
   bool list = false;  // a YAML sequence; its text form is "a,b" (or "[a,b]")
+  // A YAML sequence of sequences; its text form is "[a,b],[c,d]" (or "[[a,b],[c,d]]"), and its
+  // flag repeats, one inner list "a,b" per use.
+  bool nested = false;
 };
 
 const std::vector<job_field>& job_fields();
@@ -164,7 +171,9 @@ inline constexpr uint64_t batch_message_max_bytes = uint64_t{256} << 20;
 // what a single key cannot: call after loading and overriding.
 caf::error job_spec_finalize(job_spec& spec);
 
-// Slots and dense features per sample of the data section (after job_spec_finalize).
+// Sparse slots per sample of the data section (after job_spec_finalize): the data's own
+// (job_data_input_slots) and then one per feature cross (job_data_slots counts both).
+int job_data_input_slots(const data_spec& data);
 int job_data_slots(const data_spec& data);
 int job_data_dense_features(const data_spec& data);
 

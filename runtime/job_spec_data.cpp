@@ -17,8 +17,12 @@ const char* data_source_name(data_source s) {
   return "?";
 }
 
-int job_data_slots(const data_spec& d) {
+int job_data_input_slots(const data_spec& d) {
   return d.source == data_source::synthetic ? d.synthetic.slots : text_format_slots(d.format);
+}
+
+int job_data_slots(const data_spec& d) {
+  return job_data_input_slots(d) + static_cast<int>(d.crosses.size());
 }
 
 int job_data_dense_features(const data_spec& d) {
@@ -56,6 +60,11 @@ std::vector<job_field> data_fields() {
                 return show_list(ids, ", ");
               },
               true},
+    job_field{"data.crosses", "cross",
+              "feature crosses: each a list of 2 or more sparse slots (e.g. user, item) whose ids "
+              "are hashed into one extra slot (flag: one cross A,B per use)",
+              [](job_spec& s, const std::string& t) { return parse_crosses(t, s.data.crosses); },
+              [](const job_spec& s) { return show_crosses(s.data.crosses); }, true, true},
     SATRAP_ENUM_FIELD("data.on_error", "on-error", "a bad input line", data.on_error,
                       {"fail", on_error_policy::fail}, {"skip", on_error_policy::skip}),
     SATRAP_ENUM_FIELD("data.shuffle", "", "reshuffle the training data every epoch",
@@ -107,6 +116,8 @@ caf::error data_finalize(job_spec& spec) {
       return bad_spec("data.train_files: expected at least one file for data.source "
                       + std::string(data_source_name(d.source)));
   }
+  if (auto crosses = check_crosses(d.crosses, job_data_input_slots(d)); !crosses)
+    return bad_spec(crosses.error());
   if (!d.validation_files.empty() && d.reading.validation_fraction > 0.0)
     return bad_spec("data.validation_fraction: expected 0 when data.validation_files is given (one "
                     "validation split)");

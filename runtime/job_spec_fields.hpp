@@ -109,6 +109,63 @@ inline std::string parse_ids(const std::string& text, std::vector<int64_t>& out)
   return "";
 }
 
+// A nested list's text, "[a,b],[c]" or "[[a,b],[c]]" (spaces ignored; "" or "[]": none), as its
+// inner lists' items; false when the text is not of that form.
+inline bool split_nested(const std::string& text, std::vector<std::vector<std::string>>& out) {
+  std::string t;
+  for (char c : text)
+    if (c != ' ')
+      t.push_back(c);
+  out.clear();
+  if (t.empty() || t == "[]")
+    return true;
+  if (t.size() >= 4 && t.compare(0, 2, "[[") == 0 && t.compare(t.size() - 2, 2, "]]") == 0)
+    t = t.substr(1, t.size() - 2);
+  for (size_t at = 0; at < t.size();) {
+    auto end = t.find(']', at);
+    if (t[at] != '[' || end == std::string::npos || t.find('[', at + 1) < end)
+      return false;
+    out.push_back(split_list(t.substr(at + 1, end - at - 1)));
+    at = end + 1;
+    if (at < t.size() && (t[at] != ',' || ++at == t.size()))
+      return false;
+  }
+  return true;
+}
+
+// data.crosses: lists of slot numbers (their range is checked with the data, in data_finalize).
+inline std::string parse_crosses(const std::string& text, feature_crosses& out) {
+  const char* want = "a list of crosses, each a list of 2 or more sparse slots, e.g. [[0, 1], [1, 2]]";
+  std::vector<std::vector<std::string>> items;
+  if (!split_nested(text, items))
+    return want;
+  feature_crosses v;
+  for (auto& cross : items) {
+    v.emplace_back();
+    for (auto& item : cross) {
+      int x = 0;
+      if (!parse_int(item, x, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()).empty())
+        return want;
+      v.back().push_back(x);
+    }
+  }
+  out = std::move(v);
+  return "";
+}
+
+inline std::string show_crosses(const feature_crosses& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t c = 0; c < v.size(); ++c) {
+    os << (c ? ", [" : "[");
+    for (size_t k = 0; k < v[c].size(); ++k)
+      os << (k ? ", " : "") << v[c][k];
+    os << "]";
+  }
+  os << "]";
+  return os.str();
+}
+
 template <class E>
 std::string parse_enum(const std::string& text, E& out,
                        std::initializer_list<std::pair<const char*, E>> choices) {

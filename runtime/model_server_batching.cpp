@@ -79,13 +79,14 @@ http_response model_server::impl::predict(const http_request& req, const std::st
            json_error(404, "no model named '" + name + "' (this server serves '" + meta.name
                              + "': POST /v1/models/" + meta.name + ":predict)");
   predict_request_limits limits;
-  limits.slots = v->model->slots();
+  limits.slots = v->model->input_slots();  // the server adds the feature crosses
   limits.dense_features = v->model->dense_features();
   limits.max_instances = options.max_instances;
   auto parsed = parse_predict_request(req.body, limits);
   if (!parsed.error.empty())
     return count(400, "bad_request"), json_error(400, parsed.error);
   auto& in = parsed.input;
+  add_crosses(v->model->meta().crosses, in.size, limits.slots, in.offsets, in.ids);
   for (auto id : in.ids)
     if (!v->model->holds(id))
       return count(400, "partition_not_held"),

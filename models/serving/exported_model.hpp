@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "models/data/feature_cross.hpp"
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_options.hpp"
 #include "models/embedding/pooling.hpp"
@@ -51,6 +52,9 @@ struct exported_model_meta {
   pooling pool = pooling::sum;
   embedding_options embedding;      // dim, init, init_scale, seed and precision matter here
   uint32_t partitions = 4096;       // virtual partitions of the job
+  // The job's feature crosses (models/data/feature_cross.hpp): the last crosses.size() of the
+  // network's slots are made from the others; a request gives the others only (input_slots).
+  feature_crosses crosses;
   std::string job_yaml;             // the job spec, stored as job.yaml
 };
 
@@ -84,7 +88,9 @@ class exported_model {
   const exported_model_meta& meta() const { return meta_; }
   const std::string& dir() const { return dir_; }
   std::span<const float> dense_params() const { return dense_; }
-  int slots() const { return meta_.network.slots; }
+  int slots() const { return meta_.network.slots; }  // with the cross slots
+  // The slots an instance gives: the data's, before the crosses are added (add_crosses).
+  int input_slots() const { return meta_.network.slots - static_cast<int>(meta_.crosses.size()); }
   int dense_features() const { return meta_.network.dense_features; }
   int dim() const { return meta_.embedding.dim; }
   uint64_t rows() const { return rows_; }

@@ -43,6 +43,7 @@ nlohmann::json meta_json(const exported_model_meta& m) {
       {"init_scale", m.embedding.init_scale}, {"seed", m.embedding.seed},
       {"precision", m.embedding.precision == weight_precision::fp16 ? "fp16" : "fp32"}}},
     {"partitions", m.partitions},
+    {"crosses", m.crosses},
   };
 }
 
@@ -85,11 +86,16 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     m.embedding.precision =
       e.at("precision").get<std::string>() == "fp16" ? weight_precision::fp16 : weight_precision::fp32;
     m.partitions = j.at("partitions").get<uint32_t>();
+    if (j.contains("crosses"))  // exports from before feature crosses have none
+      m.crosses = j.at("crosses").get<feature_crosses>();
   } catch (const std::exception& ex) {
     return make_model_error(where + ": " + ex.what());
   }
   if (m.network.dim != m.embedding.dim || m.partitions == 0 || m.network.slots <= 0)
     return make_model_error(where + ": inconsistent model (dim, partitions or slots)");
+  auto input = m.network.slots - static_cast<int>(m.crosses.size());
+  if (auto crosses = check_crosses(m.crosses, input, "crosses"); input <= 0 || !crosses)
+    return make_model_error(where + ": inconsistent model (" + (input <= 0 ? "more crosses than slots" : crosses.error()) + ")");
   return m;
 }
 

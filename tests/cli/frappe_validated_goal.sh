@@ -2,8 +2,8 @@
 # Frappe with the model chosen on validation (issue 15): ops/jobs/frappe_validated.yaml holds out
 # 10% of the training file, validates every epoch, stops early and restores the best model. Checks:
 # it stopped early; the restored model re-validated gives exactly the recorded best validation AUC;
-# the history has a point per epoch up to the stop with every metric; test AUC >= 0.950 (the PyTorch
-# reference's best; issue 15's 0.960 is not reached, see README.md). The data is research-only and
+# the history has a point per epoch up to the stop with every metric; test AUC >= 0.960 (issue 15's
+# goal; the job's feature crosses give 0.9631, deterministic at staleness 0; without them 0.9520). The data is research-only and
 # never in the repository: without ../shared/data/frappe the test reports itself skipped (77).
 # usage: frappe_validated_goal.sh SATRAP REPO_ROOT
 set -eu
@@ -30,4 +30,4 @@ for p in h:
         assert math.isfinite(p[k]), (k, p)
 assert max(p["validation_auc"] for p in h) == r["validation_auc"]
 assert r["test_samples"] == 28860, r["test_samples"]
-assert r["test_auc"] >= 0.950, r["test_auc"]'
+assert r["test_auc"] >= 0.960, r["test_auc"]'

@@ -9,6 +9,7 @@
 #include "runtime/partition_map.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -27,10 +28,10 @@ struct fixture {
   std::vector<uint64_t> trained;
   std::vector<std::vector<float>> rows;  // as the table reads them
 
-  explicit fixture(weight_precision precision, uint32_t shards = 1) {
+  explicit fixture(weight_precision precision, uint32_t shards = 1, feature_crosses crosses = {}) {
     dir = fs::temp_directory_path() / ("satrap-serving-test-" + std::to_string(::getpid()) + "-"
                                        + std::to_string(static_cast<int>(precision)) + "-"
-                                       + std::to_string(shards));
+                                       + std::to_string(shards) + "-" + std::to_string(crosses.size()));
     fs::remove_all(dir);
     meta.name = "t";
     meta.version = "v";
@@ -44,6 +45,7 @@ struct fixture {
     meta.embedding.optimizer = sparse_optimizer_kind::adagrad;
     meta.embedding.seed = 42;
     meta.partitions = 16;
+    meta.crosses = std::move(crosses);
     embedding_table table(meta.embedding);
     std::mt19937_64 rng(7);
     for (int i = 0; i < 500; ++i)
@@ -197,4 +199,22 @@ TEST_CASE("serving: request parsing accepts the documented form and names what i
     INFO(c.body);
     CHECK(r.error.find(c.says) != std::string::npos);
   }
+}
+
+TEST_CASE("serving: an export keeps the job's feature crosses; requests give the data's slots") {
+  fixture f(weight_precision::fp32, 1, {{0, 1}});  // 3 network slots: 2 of the data, 1 cross
+  auto m = exported_model::open((f.dir / "model").string());
+  REQUIRE_MESSAGE(m.ok(), m.error());
+  CHECK(m.value()->meta().crosses == feature_crosses{{0, 1}});
+  CHECK(m.value()->slots() == 3);
+  CHECK(m.value()->input_slots() == 2);
+  CHECK(fixture(weight_precision::fp32).meta.crosses.empty());
+  // A MODEL.json whose crosses do not fit its slots is refused.
+  auto path = f.dir / "model" / "MODEL.json";
+  auto j = nlohmann::json::parse(std::ifstream(path));
+  j["crosses"] = feature_crosses{{0, 2}};
+  std::ofstream(path) << j.dump(2);
+  auto bad = exported_model_read_meta((f.dir / "model").string());
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().find("inconsistent model (crosses[0] [0, 2]: expected slots in [0, 2)") != std::string::npos);
 }

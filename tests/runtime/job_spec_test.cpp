@@ -271,3 +271,48 @@ TEST_CASE("the job's timing section sets the job knobs, travels in the YAML, and
         != std::string::npos);
   CHECK(load_error("timing: {spawn_timeout_ms: 0}\n").find("timing.spawn_timeout_ms") != std::string::npos);
 }
+
+TEST_CASE("data.crosses: set from a file or by flag text, checked with the data, and on the wire") {
+  auto spec = job_spec_defaults();
+  REQUIRE(job_spec_load_text("data:\n  crosses: [[0, 1], [2, 3, 4]]\n", "job.yaml", spec) == caf::none);
+  CHECK(spec.data.crosses == feature_crosses{{0, 1}, {2, 3, 4}});
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  CHECK(spec.model.network.slots == 8 + 2);  // the synthetic data's 8 slots and one per cross
+  CHECK(job_data_input_slots(spec.data) == 8);
+  auto yaml = job_spec_to_yaml(spec);
+  CHECK(yaml.find("crosses: [[0, 1], [2, 3, 4]]") != std::string::npos);
+  auto back = job_spec_from_wire(yaml, "wire");
+  REQUIRE_MESSAGE(back, error_text(back.error()) << "\n" << yaml);
+  CHECK(back->data.crosses == spec.data.crosses);
+  CHECK(job_spec_to_yaml(*back) == yaml);
+  // The flag's text: one inner list per use of --cross, joined by job_options.
+  CHECK(field("data.crosses").nested);
+  CHECK(field("data.crosses").flag == "cross");
+  CHECK(field("data.crosses").set(spec, "[1,2],[0,7]").empty());
+  CHECK(spec.data.crosses == feature_crosses{{1, 2}, {0, 7}});
+  CHECK(field("data.crosses").set(spec, "[]").empty());
+  CHECK(spec.data.crosses.empty());
+  CHECK(job_spec_to_yaml(job_spec_defaults()).find("crosses: []") != std::string::npos);
+}
+
+TEST_CASE("data.crosses: bad crosses are errors naming the key and what was expected") {
+  CHECK(load_error("data: {crosses: [0, 1]}").find("data.crosses: expected a list of crosses")
+        != std::string::npos);
+  CHECK(load_error("data: {crosses: [[0, x]]}").find("data.crosses: expected a list of crosses")
+        != std::string::npos);
+  CHECK(load_error("data: {crosses: [[0, [1]]]}").find("data.crosses: expected") != std::string::npos);
+  auto finalize_error = [](const std::string& yaml) {
+    auto spec = job_spec_defaults();
+    REQUIRE(job_spec_load_text(yaml, "job.yaml", spec) == caf::none);
+    auto err = job_spec_finalize(spec);
+    return err ? error_text(err) : std::string{};
+  };
+  CHECK(finalize_error("data: {crosses: [[0, 1]]}").empty());
+  CHECK(finalize_error("data: {crosses: [[0]]}").find("data.crosses[0] [0]: expected 2 or more slots")
+        != std::string::npos);
+  CHECK(finalize_error("data: {crosses: [[0, 8]]}").find("expected slots in [0, 8)") != std::string::npos);
+  CHECK(finalize_error("data: {crosses: [[3, 3]]}").find("distinct slots") != std::string::npos);
+  CHECK(finalize_error("data: {crosses: [[0, 1], [1, 0]]}").find("crossed once") != std::string::npos);
+  CHECK(finalize_error("data: {synthetic: {slots: 3}, crosses: [[0, 3]]}").find("[0, 3)")
+        != std::string::npos);
+}

@@ -89,22 +89,24 @@ def predict_parity():
     out2 = os.path.join(WORK, "predict2.tsv")
     p2 = last_json(run("predict", "--model", model, "--out", out2, "--batch", "100", "--json").stdout)
     check_parity(train_scores, read_scores(out2), tr["test_auc"], p2["auc"], "criteo predict (job's split, --batch 100)")
-    # Synthetic data, fp16 rows and DCN-v2, mean pooling: the test split has ids never trained.
-    for model_type, precision, pool in (("dlrm", "fp16", "sum"), ("dcn_v2", "fp32", "mean")):
+    # Synthetic data, fp16 rows and DCN-v2, mean pooling: the test split has ids never trained;
+    # DLRM with feature crosses (predict crosses the rows as the job did).
+    for model_type, precision, pool, crosses in (("dlrm", "fp16", "sum", ""), ("dcn_v2", "fp32", "mean", ""),
+                                                 ("dlrm", "fp32", "sum", ", crosses: [[0, 1], [1, 2, 3]]")):
         job = os.path.join(WORK, "syn.yaml")
         with open(job, "w") as f:
             f.write("name: syn\nmodel: {type: %s, pooling: %s, embedding: {precision: %s}}\n" % (model_type, pool, precision))
-            f.write("data: {synthetic: {slots: 4, vocab: 50000}}\n")
+            f.write("data: {synthetic: {slots: 4, vocab: 50000}%s}\n" % crosses)
             f.write("training: {batch_size: 128, train_batches: 60, test_batches: 6, staleness: 2}\n")
             f.write("placement: {shards: 3, aggregators: 1, loaders: 1, trainers: 2}\n")
-        m = os.path.join(WORK, "syn-%s" % model_type)
+        m = os.path.join(WORK, "syn-%s%s" % (model_type, "-crossed" if crosses else ""))
         shutil.rmtree(m, ignore_errors=True)
         s = os.path.join(WORK, "syn-scores.txt")
         tr = last_json(run("train", "--job", job, "--json", "--export", m, "--test-scores", s).stdout)
         o = os.path.join(WORK, "syn-predict.tsv")
         p = last_json(run("predict", "--model", m, "--out", o, "--json").stdout)
         check_parity(read_scores(s), read_scores(o), tr["test_auc"], p["auc"],
-                     "synthetic %s %s %s" % (model_type, precision, pool))
+                     "synthetic %s %s %s%s" % (model_type, precision, pool, " crossed" if crosses else ""))
     # satrap export from a job's checkpoint folder.
     ck = os.path.join(WORK, "ckpt")
     shutil.rmtree(ck, ignore_errors=True)
@@ -171,7 +173,8 @@ def predict_rows(model, instances_path, scores_path, *extra):
 
 
 def serve():
-    job, model, tr, train_scores = criteo_model(WORK)
+    # With feature crosses: requests give the data's slots, the server adds the crosses.
+    job, model, tr, train_scores = criteo_model(WORK, extra=("--cross", "0,1", "--cross", "2,3,4"))
     inst, scores = predict_rows(model, os.path.join(WORK, "inst.jsonl"), os.path.join(WORK, "p.tsv"))
     name = "criteo-serve"
     s = Server(PORTS["serve"], "--model", model, "--threads", "2", "--max-body-mb", "8")
