@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (tests/cluster/harness.py)
@@ -36,39 +35,9 @@ state = os.path.join(work, "state")
 manifest = os.path.join(work, "manifest.yaml")
 status_url = f"http://127.0.0.1:{base + 9}/status"
 watched = ["head", "node-node-0", "node-node-1", "node-node-2"]  # pid records in the state dir
-
-
-def fail(msg):
-    print(f"finished_jobs: FAIL: {msg}", file=sys.stderr)
-    for name in sorted(os.listdir(state)) if os.path.isdir(state) else []:
-        if name.endswith(".log"):
-            with open(os.path.join(state, name), errors="replace") as f:
-                print(f"== {name}\n" + "".join(f.readlines()[-15:]), file=sys.stderr)
-    raise SystemExit(1)
-
-
-def common():
-    return ["--manifest", manifest, "--state-dir", state]
-
-
-def run(*args, timeout=120):
-    r = subprocess.run([satrap, *args], cwd=work, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        fail(f"satrap {' '.join(args)}: exit {r.returncode}: {r.stdout} {r.stderr}")
-    return r
-
-
-def status():
-    try:
-        with urllib.request.urlopen(status_url, timeout=2) as r:
-            return json.loads(r.read())
-    except Exception:
-        return None
-
-
-def pid_of(name):
-    with open(os.path.join(state, name + ".pid")) as f:
-        return int(f.readline().strip())
+cluster = harness.Cluster(satrap, work, manifest, status_url, "finished_jobs", 15)
+fail, common, run, status, pid_of = (cluster.fail, cluster.common, cluster.run, cluster.status,
+                                     cluster.pid_of)
 
 
 def rss_of(pid):

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 import harness  # noqa: E402  (tests/cluster/harness.py)
@@ -47,54 +46,10 @@ state = os.path.join(work, "state")
 base = 5640
 status_url = f"http://127.0.0.1:{base + 9}/status"
 manifest = os.path.join(work, "manifest.yaml")
-started = []
-
-
-def fail(msg):
-    print(f"soak_test (seed {seed}): FAIL: {msg}", file=sys.stderr)
-    for name in sorted(os.listdir(state)) if os.path.isdir(state) else []:
-        if name.endswith(".log"):
-            with open(os.path.join(state, name), errors="replace") as f:
-                lines = f.readlines()[-20:]
-            print(f"== {name}\n" + "".join(lines), file=sys.stderr)
-    raise SystemExit(1)
-
-
-def common():
-    return ["--manifest", manifest, "--state-dir", state]
-
-
-def run(*args, check=True, timeout=120):
-    r = subprocess.run([satrap, *args], cwd=work, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        fail(f"satrap {' '.join(args)}: exit {r.returncode}: {r.stdout} {r.stderr}")
-    return r
-
-
-def status():
-    try:
-        with urllib.request.urlopen(status_url, timeout=2) as r:
-            return json.loads(r.read())
-    except Exception:
-        return None
-
-
-def wait_for(pred, what, timeout):
-    return harness.wait_for(pred, what, timeout, fail)
-
-
-def pid_of(name):
-    with open(os.path.join(state, name + ".pid")) as f:
-        return int(f.readline().strip())
-
-
-def start(args, name):
-    """Starts a satrap process as `satrap up` does (log and pid record in the state dir)."""
-    argv = [satrap, *args, *common(), "--token-file", os.path.join(state, "admin.token")]
-    p = harness.start_recorded(argv, work, os.path.join(state, name + ".log"),
-                               os.path.join(state, name + ".pid"))
-    started.append(p)
-    return p
+cluster = harness.Cluster(satrap, work, manifest, status_url, f"soak_test (seed {seed})", 20)
+fail, common, run, status = cluster.fail, cluster.common, cluster.run, cluster.status
+wait_for, pid_of, start = cluster.wait_for, cluster.pid_of, cluster.start
+started = cluster.started
 
 
 def proc_figures(pid):
