@@ -39,6 +39,10 @@ jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 batches = int(sys.argv[3]) if len(sys.argv) > 3 else 1500
 KEEP = 2
 BASELINE_JOB = 6
+if jobs <= BASELINE_JOB:
+    print(f"soak_test: JOBS must be more than {BASELINE_JOB} (the figures are growth after job "
+          f"{BASELINE_JOB}); got {jobs}", file=sys.stderr)
+    raise SystemExit(2)
 seed = int(os.environ.get("SATRAP_SOAK_SEED", "14"))
 rng = random.Random(seed)
 work = tempfile.mkdtemp(prefix="satrap-soak.")
