@@ -201,7 +201,7 @@ TEST_CASE("serving: request parsing accepts the documented form and names what i
   }
 }
 
-TEST_CASE("serving: an export keeps the job's feature crosses; requests give the data's slots") {
+TEST_CASE("serving: an export keeps the job's feature crosses and requests give only the data's slots") {
   fixture f(weight_precision::fp32, 1, {{0, 1}});  // 3 network slots: 2 of the data, 1 cross
   auto m = exported_model::open((f.dir / "model").string());
   REQUIRE_MESSAGE(m.ok(), m.error());
