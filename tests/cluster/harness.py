@@ -57,6 +57,20 @@ class Cluster:
     def common(self):
         return ["--manifest", self.manifest, "--state-dir", self.state]
 
+    def write_manifest(self, name, base):
+        """The 3-node loopback manifest: the head on `base` (status on base + 9), nodes from
+        base + 1."""
+        with open(self.manifest, "w") as f:
+            f.write(f"""cluster: {name}-{os.getpid()}
+head: {{host: 127.0.0.1, port: {base}, status_port: {base + 9}}}
+nodes:
+  - name: node-{{i}}
+    count: 3
+    host: 127.0.0.1
+    port: {base + 1}
+    resources: {{cores: 2, memory: 4GiB, gpus: 0}}
+""")
+
     def run(self, *args, check=True, timeout=120):
         r = subprocess.run([self.satrap, *args], cwd=self.work, capture_output=True, text=True,
                            timeout=timeout)

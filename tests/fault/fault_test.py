@@ -82,16 +82,7 @@ def cleanup():
 
 
 def main():
-    with open(manifest, "w") as f:
-        f.write(f"""cluster: fault-{os.getpid()}
-head: {{host: 127.0.0.1, port: {base}, status_port: {base + 9}}}
-nodes:
-  - name: node-{{i}}
-    count: 3
-    host: 127.0.0.1
-    port: {base + 1}
-    resources: {{cores: 2, memory: 4GiB, gpus: 0}}
-""")
+    cluster.write_manifest("fault", base)
     with open(job, "w") as f:
         f.write(f"""name: fault-test
 training: {{train_batches: {batches}}}

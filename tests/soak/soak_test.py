@@ -134,16 +134,7 @@ def cleanup():
 
 
 def main():
-    with open(manifest, "w") as f:
-        f.write(f"""cluster: soak-{os.getpid()}
-head: {{host: 127.0.0.1, port: {base}, status_port: {base + 9}}}
-nodes:
-  - name: node-{{i}}
-    count: 3
-    host: 127.0.0.1
-    port: {base + 1}
-    resources: {{cores: 2, memory: 4GiB, gpus: 0}}
-""")
+    cluster.write_manifest("soak", base)
     run("up", *common(), "--wait", "60", timeout=120)
     watched = ["head", "node-node-0"]  # pid records: head.pid, node-<name>.pid
     baseline = baseline_heap = None
