@@ -154,16 +154,10 @@ inline std::string parse_crosses(const std::string& text, feature_crosses& out) 
 }
 
 inline std::string show_crosses(const feature_crosses& v) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t c = 0; c < v.size(); ++c) {
-    os << (c ? ", [" : "[");
-    for (size_t k = 0; k < v[c].size(); ++k)
-      os << (k ? ", " : "") << v[c][k];
-    os << "]";
-  }
-  os << "]";
-  return os.str();
+  std::string s = "[";
+  for (size_t c = 0; c < v.size(); ++c)
+    s.append(c ? ", " : "").append(cross_text(v[c]));
+  return s + "]";
 }
 
 template <class E>

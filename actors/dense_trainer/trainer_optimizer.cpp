@@ -13,17 +13,20 @@ namespace satrap::trainer_detail {
 namespace {
 
 #ifdef SATRAP_HAVE_CUDA
-cuda_dense_model* device_model(trainer_state& st) {
-  return dynamic_cast<cuda_dense_model*>(st.model.get());
-}
 caf::error device_error(const std::string& what) { return make_error(errc::peer_failure, what); }
 #endif
 
 }  // namespace
 
+#ifdef SATRAP_HAVE_CUDA
+cuda_dense_model* cuda_model(trainer_state& st) {
+  return dynamic_cast<cuda_dense_model*>(st.model.get());
+}
+#endif
+
 caf::error optimizer_step(trainer_state& st) {
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = device_model(st)) {
+  if (auto* gpu = cuda_model(st)) {
     auto s = gpu->optimizer_step();
     return s ? caf::error{} : device_error("device optimizer step: " + s.error());
   }
@@ -34,7 +37,7 @@ caf::error optimizer_step(trainer_state& st) {
 
 caf::error optimizer_state_to_host(trainer_state& st) {
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = device_model(st)) {
+  if (auto* gpu = cuda_model(st)) {
     std::vector<float> m, v;
     if (auto s = gpu->optimizer_state(m, v); !s)
       return device_error("reading the device optimizer state: " + s.error());
@@ -49,7 +52,7 @@ caf::error optimizer_state_to_host(trainer_state& st) {
 
 caf::error optimizer_state_to_device(trainer_state& st) {
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = device_model(st)) {
+  if (auto* gpu = cuda_model(st)) {
     auto s = gpu->set_optimizer_state(st.optimizer->m(), st.optimizer->v(),
                                       st.optimizer->steps());
     if (!s)

@@ -25,6 +25,12 @@
 #include <map>
 #include <optional>
 
+#ifdef SATRAP_HAVE_CUDA
+namespace satrap {
+class cuda_dense_model;
+}
+#endif
+
 namespace satrap::trainer_detail {
 
 // The two halves of one batch, as they arrive.
@@ -112,6 +118,9 @@ void drop_staged(trainer_state& st);  // GPU trainers: forget staged batches (ru
 // trainer_optimizer.cpp: the dense optimizer's step (on the device for GPU trainers) and, for
 // GPU trainers, its state between the device and `optimizer` (checkpoints, restore)
 caf::error optimizer_step(trainer_state& st);
+#ifdef SATRAP_HAVE_CUDA
+cuda_dense_model* cuda_model(trainer_state& st);  // the trainer's GPU model, or nullptr on CPU
+#endif
 caf::error optimizer_state_to_host(trainer_state& st);
 caf::error optimizer_state_to_device(trainer_state& st);
 // trainer_cuts.cpp

@@ -136,12 +136,6 @@ bool comm_ready(self_ptr self) {
   return *ready;
 }
 
-#ifdef SATRAP_HAVE_CUDA
-cuda_dense_model* staging_model(trainer_state& st) {
-  return dynamic_cast<cuda_dense_model*>(st.model.get());
-}
-#endif
-
 // GPU trainers: the batches of steps [first, next_compute + 1] that are here are staged (their
 // copies into pinned memory and uploads on the model's copy stream enqueued, never waited for),
 // in step order, so that the next step's upload overlaps this step's compute. Called whenever the
@@ -151,7 +145,7 @@ cuda_dense_model* staging_model(trainer_state& st) {
 bool stage_ready(self_ptr self, int64_t first) {
 #ifdef SATRAP_HAVE_CUDA
   auto& st = self->state;
-  auto* gpu = staging_model(st);
+  auto* gpu = cuda_model(st);
   if (gpu == nullptr)
     return true;
   gpu->drop_staged_before(first);
@@ -191,7 +185,7 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
                                             float scale, float* pooled_grad) {
   auto& st = self->state;
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = staging_model(st); gpu != nullptr && gpu->staged(st.next_compute)) {
+  if (auto* gpu = cuda_model(st); gpu != nullptr && gpu->staged(st.next_compute)) {
     auto loss = gpu->forward_backward_staged(st.next_compute, scale, st.logits.data(),
                                              pooled_grad);
     if (!loss) {
@@ -210,7 +204,7 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
 
 void drop_staged(trainer_state& st) {
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = staging_model(st))
+  if (auto* gpu = cuda_model(st))
     gpu->drop_staged();
 #else
   (void)st;

@@ -7,16 +7,12 @@
 
 namespace satrap {
 
-namespace {
-
-std::string show(const std::vector<int>& cross) {
+std::string cross_text(const std::vector<int>& cross) {
   std::string s = "[";
   for (size_t i = 0; i < cross.size(); ++i)
     s.append(i ? ", " : "").append(std::to_string(cross[i]));
   return s + "]";
 }
-
-}  // namespace
 
 result<ok_t> check_crosses(const feature_crosses& crosses, int slots, const char* key) {
   if (crosses.size() > crosses_max)
@@ -25,7 +21,7 @@ result<ok_t> check_crosses(const feature_crosses& crosses, int slots, const char
   std::vector<std::vector<int>> seen;
   for (size_t c = 0; c < crosses.size(); ++c) {
     auto& cross = crosses[c];
-    auto where = std::string(key) + "[" + std::to_string(c) + "] " + show(cross);
+    auto where = std::string(key) + "[" + std::to_string(c) + "] " + cross_text(cross);
     if (cross.size() < 2)
       return make_input_error(where + ": expected 2 or more slots to cross");
     for (auto s : cross)

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace satrap {
@@ -35,6 +36,9 @@ inline constexpr size_t crosses_max = 1024;    // crosses per job at most
 // An error (bad input) unless every cross names 2 or more distinct slots in [0, slots), and no
 // two crosses name the same set of slots. `key` names the setting in messages.
 result<ok_t> check_crosses(const feature_crosses& crosses, int slots, const char* key = "data.crosses");
+
+// One cross as text, "[0, 1]" (messages, the job spec's printout).
+std::string cross_text(const std::vector<int>& cross);
 
 // The id of one combination: a hash of the crossed ids (in order) and of the cross's index,
 // placed in the id space of the cross's slot (`slots + index`).

@@ -94,8 +94,10 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
   if (m.network.dim != m.embedding.dim || m.partitions == 0 || m.network.slots <= 0)
     return make_model_error(where + ": inconsistent model (dim, partitions or slots)");
   auto input = m.network.slots - static_cast<int>(m.crosses.size());
-  if (auto crosses = check_crosses(m.crosses, input, "crosses"); input <= 0 || !crosses)
-    return make_model_error(where + ": inconsistent model (" + (input <= 0 ? "more crosses than slots" : crosses.error()) + ")");
+  if (input <= 0)
+    return make_model_error(where + ": inconsistent model (more crosses than slots)");
+  if (auto crosses = check_crosses(m.crosses, input, "crosses"); !crosses)
+    return make_model_error(where + ": inconsistent model (" + crosses.error() + ")");
   return m;
 }
 
