@@ -230,6 +230,15 @@ int main(int argc, char** argv) {
         }
       double fa = auc_exact(est, labels);
       std::printf("  %s bayes_floor info=%.2f auc=%.4f gap=%.4f\n", sname, info, fa, oracle - fa);
+      if (split == data_split::test && info == 0.17)
+        for (size_t bi = 0; bi <= bin_edges.size(); ++bi) {
+          std::vector<float> e2, l2, p2;
+          for (size_t i = 0; i < est.size(); ++i)
+            if (bins[i] == bi) e2.push_back(est[i]), l2.push_back(labels[i]), p2.push_back(probs[i]);
+          double ob = auc_exact(p2, l2), fb = auc_exact(e2, l2);
+          std::printf("    bayes_floor bin=%zu min_count>=%u oracle_auc=%.4f auc=%.4f gap=%.4f\n", bi,
+                      bi == 0 ? 0u : bin_edges[bi - 1], ob, fb, ob - fb);
+        }
     }
     for (auto& v : variants) {
       std::copy(v.params->begin(), v.params->end(), model->params().begin());
