@@ -56,6 +56,8 @@ reference_result reference_train(const synthetic_generator& data, const referenc
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.samples_per_sec = seconds > 0 ? static_cast<double>(options.train_batches) * bs / seconds : 0.0;
 
+  if (auto ema = optimizer.ema(); !ema.empty())  // dense.ema_decay > 0: the averaged weights are evaluated
+    std::copy(ema.begin(), ema.end(), model->params().begin());
   std::vector<float> all_logits, all_labels, all_probs;
   for (int64_t i = 0; i < options.test_batches; ++i) {
     batch b = data.make_batch(data_split::test, i, bs);

@@ -35,7 +35,8 @@ struct reference_result {
 
 // Per train batch: dedup_ids -> table.lookup(unique) -> pool_forward -> forward_backward
 // (loss_scale = 1/batch_size) -> dense step -> pool_backward into zeroed grad_unique ->
-// table.update(unique, grad_unique). Then forward on the test batches.
+// table.update(unique, grad_unique). Then forward on the test batches (with the dense weights'
+// moving average when dense.ema_decay > 0).
 reference_result reference_train(const synthetic_generator& data, const reference_options& options);
 
 }  // namespace satrap

@@ -50,6 +50,9 @@ std::vector<job_field> model_fields() {
                       model.dense.beta1, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.beta2", "", "Adam second-moment decay",
                       model.dense.beta2, 0.0, 1.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.ema_decay", "dense-ema",
+                      "evaluate a moving average of the dense weights, ema = d*ema + (1-d)*w per step; 0 = off",
+                      model.dense.ema_decay, 0.0, 0.999999),
     SATRAP_ENUM_FIELD("model.embedding.optimizer", "embedding-optimizer", "sparse optimizer",
                       model.embedding.optimizer, {"sgd", sok::sgd}, {"adagrad", sok::adagrad},
                       {"rowwise_adagrad", sok::rowwise_adagrad}, {"adam", sok::adam}, {"ftrl", sok::ftrl}),
@@ -130,6 +133,9 @@ caf::error model_finalize(job_spec& spec) {
       && (net.dropout > 0.0f || net.interaction != dlrm_interaction::dot))
     return bad_spec("model.dropout / model.interaction: expected model.type dlrm (the other models have "
                     "neither)");
+  if (spec.model.dense.ema_decay > 0.0f && spec.training.device == dense_device::cuda)
+    return bad_spec("model.dense_optimizer.ema_decay: expected training.device cpu (the device optimizer "
+                    "keeps no weight average)");
   if (net.precision != dense_precision::fp32 && spec.training.device != dense_device::cuda)
     return bad_spec(std::string("model.precision: ") + dense_precision_name(net.precision)
                     + " needs training.device cuda (the CPU dense path computes in fp32 only)");

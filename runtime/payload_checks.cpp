@@ -257,7 +257,10 @@ caf::expected<dense_state_view> decode_dense_state(const capnp_payload& p, size_
       SATRAP_CHECK(blob(what, "params", in.getParams(), v.params));
       SATRAP_CHECK(blob(what, "m", in.getM(), v.m));
       SATRAP_CHECK(blob(what, "v", in.getV(), v.v));
+      SATRAP_CHECK(blob(what, "ema", in.getEma(), v.ema));
       SATRAP_CHECK(count(what, "params", v.params.size(), params, "the model's parameters"));
+      if (!v.ema.empty())
+        SATRAP_CHECK(count(what, "ema", v.ema.size(), params, "the model's parameters, or none"));
       return v;
     });
 }

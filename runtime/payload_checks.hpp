@@ -108,6 +108,7 @@ struct dense_state_view {
   std::span<const float> params;
   std::span<const float> m;
   std::span<const float> v;
+  std::span<const float> ema;          // empty, or one per parameter
 };
 caf::expected<dense_state_view> decode_dense_state(const capnp_payload& p, size_t params);
 

@@ -95,6 +95,7 @@ struct DenseState {
   optimizerSteps @2 :Int64;
   m @3 :Data;                  # float32: Adagrad accumulator / Adam first moment (empty for SGD)
   v @4 :Data;                  # float32: Adam second moment (empty otherwise)
+  ema @5 :Data;                # float32: the weights' moving average (empty unless ema_decay > 0)
 }
 
 # dense_trainer -> job_supervisor: predictions on the test split.

@@ -15,6 +15,7 @@ capnp_payload make_state(const trainer_state& st) {
   out.setOptimizerSteps(st.optimizer->steps());
   out.setM(data_of(st.optimizer->m()));
   out.setV(data_of(st.optimizer->v()));
+  out.setEma(data_of(st.optimizer->ema()));
   return payload_encode(mb);
 }
 
@@ -73,6 +74,9 @@ caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
   if (!st.optimizer->set_state(in->m, in->v, in->optimizer_steps))
     return make_error(errc::invalid_payload,
                       "restore: the checkpoint's optimizer state does not fit this optimizer");
+  if (!st.optimizer->set_ema(in->ema))
+    return make_error(errc::invalid_payload,
+                      "restore: the checkpoint's weight average does not fit model.dense_optimizer.ema_decay");
   std::copy(in->params.begin(), in->params.end(), model.begin());
   if (auto err = optimizer_state_to_device(st))
     return make_error(errc::invalid_payload, "restore: " + error_text(err));

@@ -69,12 +69,31 @@ void eval_issue(self_ptr self, eval_run* e) {
   }
 }
 
+namespace {
+
+// model.dense_optimizer.ema_decay > 0: evaluation reads the weights' moving average. Puts it in
+// the model (keeping the trained weights in `keep` when given) and says whether it did.
+bool use_weight_average(trainer_state& st, std::vector<float>* keep) {
+  auto ema = st.optimizer->ema();
+  if (ema.empty())
+    return false;
+  auto p = st.model->params();
+  SATRAP_ASSERT(ema.size() == p.size(), "ema={} params={}", ema.size(), p.size());
+  if (keep)
+    keep->assign(p.begin(), p.end());
+  std::copy(ema.begin(), ema.end(), p.begin());
+  return true;
+}
+
+}  // namespace
+
 // The test evaluation after the last step (or a stop at a cut); then `run` is answered.
 void start_test(self_ptr self) {
   auto& st = self->state;
   if (st.test_started || st.failed)
     return;
   st.test_started = true;
+  use_weight_average(st, nullptr);  // for good: the averaged weights are also the ones reported
   st.test.on_done = [self] {
     auto& st = self->state;
     st.report.rank = st.config.rank;
@@ -100,8 +119,13 @@ caf::typed_response_promise<capnp_payload> on_validate(self_ptr self, int64_t ba
   st.validation->split = data_split::validation;
   for (int64_t n = st.config.rank; n < batches; n += st.config.world)
     st.validation->batches.push_back(n);
-  st.validation->on_done = [self, promise]() mutable {
+  bool averaged = use_weight_average(st, &st.trained_params);
+  st.validation->on_done = [self, promise, averaged]() mutable {
     auto& st = self->state;
+    if (averaged) {  // training goes on from the trained weights
+      std::copy(st.trained_params.begin(), st.trained_params.end(), st.model->params().begin());
+      st.trained_params.clear();
+    }
     promise.deliver(st.validation->result());
     st.validation.reset();
   };

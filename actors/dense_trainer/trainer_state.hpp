@@ -84,6 +84,7 @@ struct trainer_state {
   eval_run test;                      // this trainer's test batches, after the last step
   bool test_started = false;
   std::optional<eval_run> validation; // a validation pass at a cut
+  std::vector<float> trained_params;  // the trained weights while a validation reads their average
   meter_handle meter;  // for the status endpoint
   static inline const char* name = "dense_trainer";
 };

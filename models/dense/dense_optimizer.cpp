@@ -37,7 +37,7 @@ void adam_step(size_t n, float lr, float wd, float eps, float b1, float b2, floa
 }  // namespace
 
 dense_optimizer::dense_optimizer(const dense_optimizer_options& options, size_t params)
-    : options_(options) {
+    : options_(options), params_(params) {
   if (options.kind != dense_optimizer_kind::sgd) m_.assign(params, 0.0f);
   if (options.kind == dense_optimizer_kind::adam) v_.assign(params, 0.0f);
 }
@@ -49,6 +49,13 @@ bool dense_optimizer::set_state(std::span<const float> m, std::span<const float>
   m_.assign(m.begin(), m.end());
   v_.assign(v.begin(), v.end());
   steps_ = steps;
+  return true;
+}
+
+bool dense_optimizer::set_ema(std::span<const float> ema) {
+  if (!ema.empty() && (ema.size() != params_ || options_.ema_decay <= 0.0f))
+    return false;
+  ema_.assign(ema.begin(), ema.end());
   return true;
 }
 
@@ -77,6 +84,15 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
       const float c2 = 1.0f - static_cast<float>(std::pow(double{b2}, double(steps_)));
       adam_step(n, lr, wd, eps, b1, b2, c1, c2, params.data(), grads.data(), m_.data(), v_.data());
       break;
+    }
+  }
+  if (options_.ema_decay > 0.0f) {
+    if (ema_.empty()) {
+      ema_.assign(params.begin(), params.end());
+    } else {
+      SATRAP_ASSERT(ema_.size() == n);
+      const float d = options_.ema_decay, e = 1.0f - d;
+      for (size_t i = 0; i < n; ++i) ema_[i] = d * ema_[i] + e * params[i];
     }
   }
 }

@@ -21,6 +21,10 @@ struct dense_optimizer_options {
   float beta2 = 0.999f;                                    // Adam second-moment decay
   float weight_decay = 0.0f;                               // L2 coefficient
   lr_schedule schedule;                                    // learning_rate x lr_factor(step)
+  // > 0: keep an exponential moving average of the weights, ema = d * ema + (1 - d) * w after
+  // every step (the first step's weights start it); evaluation reads it instead of w (Polyak-style
+  // averaging against the last steps' noise). 0: off, no copy kept.
+  float ema_decay = 0.0f;
 };
 
 class dense_optimizer {
@@ -40,11 +44,17 @@ class dense_optimizer {
   std::span<const float> m() const { return m_; }
   std::span<const float> v() const { return v_; }
   bool set_state(std::span<const float> m, std::span<const float> v, int64_t steps);
+  // The weights' moving average (ema_decay > 0 and at least one step taken; else empty), and its
+  // restore from a checkpoint: false when ema is neither empty nor the optimizer's size.
+  std::span<const float> ema() const { return ema_; }
+  bool set_ema(std::span<const float> ema);
 
  private:
   dense_optimizer_options options_;
   std::vector<float> m_;  // Adagrad accumulator or Adam first moment
   std::vector<float> v_;  // Adam second moment
+  std::vector<float> ema_;  // ema_decay > 0: the weights' moving average (empty before a step)
+  size_t params_ = 0;
   int64_t steps_ = 0;
 };
 

@@ -71,6 +71,40 @@ TEST_CASE("dense adam follows the bias-corrected update over 3 steps") {
   for (size_t i = 0; i < 2; ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-5));
 }
 
+TEST_CASE("dense ema_decay keeps ema = d*ema + (1-d)*w after every step, started by the first") {
+  dense_optimizer_options o;
+  o.kind = dense_optimizer_kind::sgd;
+  o.learning_rate = 0.1f;
+  o.ema_decay = 0.75f;
+  std::vector<float> w = {1.0f, -2.0f};
+  dense_optimizer opt(o, w.size());
+  CHECK(opt.ema().empty());
+  std::vector<double> ref = {1.0, -2.0}, ema;
+  for (const auto& g : kGrads) {
+    opt.step(w, g);
+    for (size_t i = 0; i < 2; ++i) ref[i] -= 0.1 * g[i];
+    if (ema.empty())
+      ema = ref;
+    else
+      for (size_t i = 0; i < 2; ++i) ema[i] = 0.75 * ema[i] + 0.25 * ref[i];
+  }
+  REQUIRE(opt.ema().size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(w[i] == doctest::Approx(ref[i]).epsilon(1e-6));  // the weights themselves are untouched
+    CHECK(opt.ema()[i] == doctest::Approx(ema[i]).epsilon(1e-6));
+  }
+  // Restore: the optimizer's size or nothing; an optimizer without ema_decay takes none.
+  CHECK(opt.set_ema(std::vector<float>{0.5f, 0.25f}));
+  CHECK(opt.ema()[1] == 0.25f);
+  CHECK(!opt.set_ema(std::vector<float>{0.5f}));
+  CHECK(opt.set_ema({}));
+  CHECK(opt.ema().empty());
+  dense_optimizer off(dense_optimizer_options{}, 2);
+  off.step(w, kGrads[0]);
+  CHECK(off.ema().empty());
+  CHECK(!off.set_ema(std::vector<float>{0.5f, 0.25f}));
+}
+
 TEST_CASE("embedding init rows are deterministic and independent of insertion order") {
   embedding_options o;
   o.dim = 5;

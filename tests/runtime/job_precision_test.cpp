@@ -1,5 +1,6 @@
-// model.precision: parsed like every key, and refused at submission unless the dense trainers run
-// on CUDA (the CPU dense path computes in fp32 only).
+// model.precision and model.dense_optimizer.ema_decay: parsed like every key, and refused at
+// submission unless the dense trainers run on CUDA (precision: the CPU dense path computes in fp32
+// only) or on the CPU (ema_decay: the device optimizer keeps no weight average).
 #include "runtime/error.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -27,4 +28,23 @@ TEST_CASE("model.precision: fp32 anywhere, bf16 / fp16 only with training.device
   REQUIRE(bad);
   CHECK(error_text(bad).find("model.precision: expected one of fp32 bf16 fp16, got 'fp8'")
         != std::string::npos);
+}
+
+TEST_CASE("model.dense_optimizer.ema_decay: from 0 to below 1, and only with training.device cpu") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.model.dense.ema_decay == 0.0f);
+  REQUIRE(!job_spec_load_text("model: {dense_optimizer: {ema_decay: 0.999}}\n", "job.yaml", spec));
+  CHECK(spec.model.dense.ema_decay == doctest::Approx(0.999));
+  CHECK(!job_spec_finalize(spec));
+
+  spec = job_spec_defaults();
+  REQUIRE(!job_spec_load_text("model: {dense_optimizer: {ema_decay: 0.99}}\ntraining: {device: cuda}\n",
+                              "job.yaml", spec));
+  auto err = job_spec_finalize(spec);
+  REQUIRE(err);
+  CHECK(error_text(err).find("model.dense_optimizer.ema_decay: expected training.device cpu")
+        != std::string::npos);
+
+  spec = job_spec_defaults();
+  CHECK(job_spec_load_text("model: {dense_optimizer: {ema_decay: 1}}\n", "job.yaml", spec));
 }

@@ -185,6 +185,11 @@ TEST_CASE("payload checks: embedding gradients, dense batches, dense state, chun
   REQUIRE(st);
   CHECK(st->step == 9);
   CHECK(says(refusal(decode_dense_state(payload_encode(sb), 6)), "params has 5 values, expected 6"));
+  CHECK(st->ema.empty());
+  s.setEma(data_of(std::vector<float>(4, 0.0f)));
+  CHECK(says(refusal(decode_dense_state(payload_encode(sb), 5)), "ema has 4 values, expected 5"));
+  s.setEma(data_of(std::vector<float>(5, 0.0f)));
+  REQUIRE(decode_dense_state(payload_encode(sb), 5));
   s.setStep(-2);
   CHECK(says(refusal(decode_dense_state(payload_encode(sb), 5)), "step -2"));
 
