@@ -78,6 +78,8 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   st.plan = plan;
   st.next_fetch = st.next_compute = plan.first_step;
   st.global_applied = plan.first_step - 1;
+  st.prev_rank_applied = plan.first_step - 1;
+  st.held_push.reset();
   st.cut = plan.cut;
   drop_staged(st);  // a new plan: nothing staged for an earlier one is computed
   st.done = self->make_response_promise<trainer_report>();
@@ -125,9 +127,9 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
       self->state.inbox.push_back(std::move(chunk));
       drain_inbox(self);
     },
-    [self](applied_atom, int64_t step, int32_t) {
+    [self](applied_atom, int64_t step, int32_t rank) {
       self->state.meter.on_message(self);
-      on_applied(self, step);
+      on_peer_applied(self, step, rank);
     },
     [self](comm_id_atom, uint64_t generation, const std::string& id) {
       on_comm_id(self, generation, id);

@@ -75,6 +75,11 @@ struct trainer_state {
   std::map<int64_t, int32_t> applied_count;
   std::map<int64_t, batch_inputs> inputs;
   capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
+  // Staleness 0 with world > 1: rank r > 0 pushes a step's embedding gradients only once rank
+  // r - 1's are applied, so every shard applies one step's batches in rank order and a
+  // synchronous multi-trainer run is bit-reproducible (Adagrad's result depends on the order).
+  int64_t prev_rank_applied = -1;   // the newest step rank - 1 reported applied
+  std::optional<std::pair<int64_t, capnp_payload>> held_push;  // (step, its PooledGradients)
   std::vector<float> logits;
   // Progress.
   std::unique_ptr<running_auc> auc;
@@ -109,6 +114,8 @@ void fail(self_ptr self, const std::string& what, const caf::error& e);
 void issue_fetches(self_ptr self);
 void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool force);
 void on_applied(self_ptr self, int64_t step);
+// Rank `rank` applied `step` (a peer's message): releases a held push, then on_applied.
+void on_peer_applied(self_ptr self, int64_t step, int32_t rank);
 // trainer_step.cpp
 void try_compute(self_ptr self);
 void drain_inbox(self_ptr self);

@@ -34,19 +34,15 @@ caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_in
   return batch_views{*dense, *pooled};
 }
 
-// Steps the dense optimizer and pushes the embedding gradients of step `next_compute`.
-void finish_step(self_ptr self) {
+namespace {
+
+// Pushes the embedding gradients of `step` to its aggregator; once the shards applied them, tells
+// the peers and the supervisor, then counts the step applied here.
+void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
   auto& st = self->state;
-  SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
-                "step={} next_fetch={}", st.next_compute, st.next_fetch);
-  if (auto err = optimizer_step(st)) {
-    fail(self, "the optimizer step of step " + std::to_string(st.next_compute), err);
-    return;
-  }
-  auto step = st.next_compute;
   auto n = global_batch(st, step);
   auto& agg = st.config.aggregators[aggregator_for_batch(n, st.config.aggregators.size())];
-  self->request(agg, st.config.timeout, grads_atom::value, std::move(st.pending_grads))
+  self->request(agg, st.config.timeout, grads_atom::value, std::move(grads))
     .then(
       [self, step](int64_t) {
         auto& st = self->state;
@@ -59,9 +55,46 @@ void finish_step(self_ptr self) {
         on_applied(self, step);
       },
       [self, n](const caf::error& e) { fail(self, "pushing gradients of batch " + std::to_string(n), e); });
+}
+
+}  // namespace
+
+// Steps the dense optimizer and pushes the embedding gradients of step `next_compute` (at
+// staleness 0, rank r > 0 holds them until rank r - 1's are applied: trainer_state::held_push).
+void finish_step(self_ptr self) {
+  auto& st = self->state;
+  SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
+                "step={} next_fetch={}", st.next_compute, st.next_fetch);
+  if (auto err = optimizer_step(st)) {
+    fail(self, "the optimizer step of step " + std::to_string(st.next_compute), err);
+    return;
+  }
+  auto step = st.next_compute;
+  bool in_rank_order = st.plan.staleness == 0 && st.config.rank > 0;
+  if (in_rank_order && st.prev_rank_applied < step) {
+    SATRAP_ASSERT(!st.held_push, "step={} held={}", step, st.held_push->first);
+    st.held_push.emplace(step, std::move(st.pending_grads));
+  } else {
+    push_grads(self, step, std::move(st.pending_grads));
+  }
   st.inputs.erase(step);
   ++st.next_compute;
   try_compute(self);
+}
+
+void on_peer_applied(self_ptr self, int64_t step, int32_t rank) {
+  auto& st = self->state;
+  if (rank == st.config.rank - 1) {
+    // CAF keeps the order of one sender's messages: rank - 1 reports its steps in order.
+    SATRAP_ASSERT(step > st.prev_rank_applied, "step={} prev={}", step, st.prev_rank_applied);
+    st.prev_rank_applied = step;
+    if (st.held_push && st.held_push->first == step) {
+      auto grads = std::move(st.held_push->second);
+      st.held_push.reset();
+      push_grads(self, step, std::move(grads));
+    }
+  }
+  on_applied(self, step);
 }
 
 void drain_inbox(self_ptr self) {
