@@ -10,6 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace satrap::trainer_detail {
 
 caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
@@ -85,9 +87,9 @@ void finish_step(self_ptr self) {
 void on_peer_applied(self_ptr self, int64_t step, int32_t rank) {
   auto& st = self->state;
   if (rank == st.config.rank - 1) {
-    // CAF keeps the order of one sender's messages: rank - 1 reports its steps in order.
-    SATRAP_ASSERT(step > st.prev_rank_applied, "step={} prev={}", step, st.prev_rank_applied);
-    st.prev_rank_applied = step;
+    // At staleness 0 rank - 1 reports its steps in order; above it, pushes of different
+    // aggregators may complete out of order (and nothing is held).
+    st.prev_rank_applied = std::max(st.prev_rank_applied, step);
     if (st.held_push && st.held_push->first == step) {
       auto grads = std::move(st.held_push->second);
       st.held_push.reset();
