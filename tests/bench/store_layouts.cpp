@@ -1,0 +1,306 @@
+// Issue 17, the proposal of tests/bench/README.md: address the row from the hash, with no row
+// number in between. A bench-only experiment, not the store: it times, on the bench's ids, a
+// layout where each id's row lies beside the id in one 80-byte slot {id, meta, 68-byte row} of a
+// d-ary cuckoo table (d = 4 candidate slots, each from its own hash; load 0.95, so 84.2 bytes per
+// 68-byte payload row = 1.238x), against the flat gather and the store (embedding_table).
+//
+// A lookup needs no chain for the ids that live in the slots it prefetches up front: `cuckoo1`
+// prefetches the first-choice slot (2 lines) and copies the row as soon as the id matches there;
+// the others (whose first choice holds another id) get their remaining slots prefetched and are
+// finished 16 ids later. `cuckoo2` prefetches the first two choices up front (4 lines). Insertion
+// keeps ids at their earliest choice where it can (an id displaces one that sits at a later choice
+// of its own than the slot would be for the newcomer; when all its choices hold ids at earlier or
+// equal choices, a random kick); `cuckoo2r` is cuckoo2 on a second table filled with choices 0 and
+// 1 ranked equal (only "prefetched up front or not" counts). The program prints at which choice
+// the rows and the batches' ids sit.
+// Updates (row-wise Adagrad step in place) are timed the same way for each layout.
+//
+// Per batch every variant runs once, in turn, on this thread's CPU clock; figures are medians (ns
+// per id) over reps x batches. usage: store_layouts [rows=10M] [reps=3] [load=0.95]
+#include "models/embedding/embedding_table.hpp"
+#include "models/embedding/huge_pages.hpp"
+#include "models/embedding/id_map.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace satrap;
+
+namespace {
+
+constexpr int dim = 16;
+constexpr size_t batch_ids = 65536, row_floats = dim + 1, ahead = 16, choices = 4;
+
+double cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches) {
+  std::vector<double> cdf(rows);
+  double sum = 0;
+  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
+  std::mt19937_64 rng(20240611);
+  std::uniform_real_distribution<double> u(0.0, sum);
+  std::vector<uint8_t> seen(rows, 0);
+  std::vector<std::vector<uint64_t>> out(batches);
+  for (auto& b : out) {
+    std::fill(seen.begin(), seen.end(), 0);
+    while (b.size() < std::min(batch_ids, rows)) {
+      uint64_t id = (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
+                         * 2654435761ULL + 12345) % rows;
+      if (!seen[id]) {
+        seen[id] = 1;
+        b.push_back(id);
+      }
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the
+// id), the row (16 weights + the row-wise Adagrad accumulator). 80 bytes: at 16-byte offsets in a
+// line, every slot spans exactly two lines.
+struct slot {
+  uint64_t id;
+  uint32_t meta;
+  float row[row_floats];
+};
+static_assert(sizeof(slot) == 80);
+
+struct cuckoo {
+  slot* s = nullptr;
+  size_t n = 0, size = 0, kicks = 0;
+  std::mt19937_64 rng{5};
+  size_t front = 1;       // choices [0, front) rank first in insertion (the ones a lookup prefetches up front)
+  size_t rank(size_t k) const { return front == 1 ? k : (k < front ? 0 : 1 + k - front); }
+  explicit cuckoo(size_t slots) : s(static_cast<slot*>(huge_alloc(slots * sizeof(slot)))), n(slots) {
+    std::memset(static_cast<void*>(s), 0, slots * sizeof(slot));
+  }
+  ~cuckoo() { huge_free(s, n * sizeof(slot)); }
+  static uint64_t hash(uint64_t id, size_t k) { return mix64(id ^ (0x2545f4914f6cdd1dULL + 0x9e3779b97f4a7c15ULL * k)); }
+  size_t pos(uint64_t id, size_t k) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash(id, k)) * n) >> 64);
+  }
+  void prefetch(size_t p) const {
+    prefetch_line(&s[p]);
+    prefetch_line(reinterpret_cast<const char*>(&s[p]) + sizeof(slot) - 1);
+  }
+  bool holds(size_t p, uint64_t id) const { return (s[p].meta & 1) && s[p].id == id; }
+  size_t empty_choice(uint64_t id) const {  // the earliest choice of id that is empty, or choices
+    size_t k = 0;
+    while (k < choices && (s[pos(id, k)].meta & 1)) ++k;
+    return k;
+  }
+  void put(size_t p, slot v, size_t k) {
+    v.meta = (v.meta & 2u) | 1u | static_cast<uint32_t>(k << 2);
+    s[p] = v;
+  }
+  // Earliest choice first: the id goes to its earliest choice that is empty or held by an id
+  // sitting at a later choice of its own (which then moves on by the same rule); when every choice
+  // is held by ids at an earlier or the same choice, a random kick (never straight back to the slot
+  // the id was just put out of, nor may the kicked id take that slot back).
+  bool insert(uint64_t id, const float* row) {
+    slot cur{id, 1, {}};
+    std::memcpy(cur.row, row, sizeof cur.row);
+    ++size;
+    size_t from = SIZE_MAX;
+    for (int step = 0; step < 20000; ++step) {
+      size_t k = 0, p = 0;
+      for (; k < choices; ++k) {
+        p = pos(cur.id, k);
+        if (p == from) continue;
+        if (!(s[p].meta & 1)) {
+          put(p, cur, k);
+          return true;
+        }
+        if (rank((s[p].meta >> 2) & 3) > rank(k)) break;
+      }
+      if (k == choices) {
+        do {
+          k = rng() % choices;
+          p = pos(cur.id, k);
+        } while (p == from);
+        ++kicks;
+      }
+      slot out = s[p];
+      put(p, cur, k);
+      cur = out;
+      from = p;
+    }
+    --size;
+    return false;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t rows = argc > 1 ? std::stoull(argv[1]) : 10'000'000;
+  int reps = argc > 2 ? std::stoi(argv[2]) : 3;
+  double load = argc > 3 ? std::stod(argv[3]) : 0.95;
+  auto batches = make_batches(rows, 8);
+
+  embedding_options o;
+  o.dim = dim;
+  o.optimizer = sparse_optimizer_kind::rowwise_adagrad;
+  o.learning_rate = 0.01f;
+  o.capacity = rows;
+  const sparse_kernels& kern = sparse_kernels_select(simd_choice::automatic);
+  const step_params sp = step_params::of(o);
+
+  embedding_table store(o);
+  std::vector<float> out(batch_ids * dim), g(batch_ids * dim);
+  std::mt19937 grng(7);
+  for (auto& x : g) x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
+  {
+    std::vector<uint64_t> ids(batch_ids);
+    for (size_t b = 0; b < rows; b += batch_ids) {
+      size_t n = std::min(batch_ids, rows - b);
+      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      store.lookup({ids.data(), n}, out.data());
+    }
+  }
+  auto* flat = static_cast<float*>(huge_alloc(rows * row_floats * 4));
+  for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, flat + r * row_floats);
+
+  const size_t slots = static_cast<size_t>(std::ceil(static_cast<double>(rows) / load));
+  cuckoo ck(slots), cr(slots);
+  cr.front = 2;
+  for (cuckoo* c : {&ck, &cr}) {
+    double t0 = cpu_s();
+    for (size_t r = 0; r < rows; ++r) {
+      float row[row_floats];
+      embedding_init_row(o, r, row);
+      row[dim] = o.initial_accumulator;
+      if (!c->insert(r, row)) {
+        std::printf("cuckoo: insert failed at %zu rows (load %.3f)\n", r, double(r) / double(c->n));
+        return 1;
+      }
+    }
+    double fill_s = cpu_s() - t0;
+    size_t at[choices] = {};
+    for (size_t p = 0; p < c->n; ++p)
+      if (c->s[p].meta & 1) ++at[(c->s[p].meta >> 2) & 3];
+    size_t bat[choices] = {}, total = 0;
+    for (auto& b : batches)
+      for (uint64_t id : b)
+        for (size_t k = 0; k < choices; ++k)
+          if (c->holds(c->pos(id, k), id)) ++bat[k], ++total;
+    std::printf("cuckoo%s: %zu rows in %zu slots (load %.3f, %.1f bytes per row, %.3f of the 68-byte payload), "
+                "filled in %.1f CPU s, %zu random kicks; choice of all rows %.3f %.3f %.3f %.3f, of the batches' ids "
+                "%.3f %.3f %.3f %.3f\n",
+                c->front == 2 ? "2 (choices 0 and 1 rank first)" : "", c->size, c->n, double(c->size) / double(c->n),
+                double(c->n * sizeof(slot)) / double(rows), double(c->n * sizeof(slot)) / double(rows) / 68.0, fill_s,
+                c->kicks, double(at[0]) / double(c->size), double(at[1]) / double(c->size),
+                double(at[2]) / double(c->size), double(at[3]) / double(c->size), double(bat[0]) / double(total),
+                double(bat[1]) / double(total), double(bat[2]) / double(total), double(bat[3]) / double(total));
+  }
+
+  // up: how many choices are prefetched up front; the rest of an id's choices are prefetched when
+  // those miss, and searched `ahead` ids later. op(row, k) copies or steps the row of id k.
+  constexpr size_t ring = 4 * ahead;
+  auto run_cuckoo = [&](cuckoo& ck, const std::vector<uint64_t>& ids, size_t up, auto&& op) {
+    size_t pending[ring];
+    const size_t n = ids.size();
+    for (size_t i = 0; i < n + 2 * ahead; ++i) {
+      if (i < n)
+        for (size_t k = 0; k < up; ++k) ck.prefetch(ck.pos(ids[i], k));
+      if (i >= ahead && i - ahead < n) {
+        size_t j = i - ahead;
+        uint64_t id = ids[j];
+        pending[j % ring] = 0;
+        size_t k = 0;
+        for (; k < up; ++k) {
+          size_t p = ck.pos(id, k);
+          if (ck.holds(p, id)) {
+            op(ck.s[p], j);
+            break;
+          }
+        }
+        if (k == up) {
+          pending[j % ring] = 1;
+          for (k = up; k < choices; ++k) ck.prefetch(ck.pos(id, k));
+        }
+      }
+      if (i >= 2 * ahead) {
+        size_t j = i - 2 * ahead;
+        if (!pending[j % ring]) continue;
+        uint64_t id = ids[j];
+        for (size_t k = up; k < choices; ++k) {
+          size_t p = ck.pos(id, k);
+          if (ck.holds(p, id)) {
+            op(ck.s[p], j);
+            break;
+          }
+        }
+      }
+    }
+  };
+  auto copy_op = [&](slot& sl, size_t j) {
+    if (!((sl.meta >> 1) & 1)) sl.meta |= 2;  // CLOCK bit, written only when not yet set
+    std::memcpy(&out[j * dim], sl.row, dim * 4);
+  };
+  auto step_op = [&](slot& sl, size_t j) {
+    sl.meta |= 2;
+    kern.step(sp, sl.row, sl.row + dim, &g[j * dim]);
+  };
+
+  const char* names[] = {"flat", "store", "peek", "cuckoo1", "cuckoo2", "cuckoo2r", "flat_upd", "store_upd",
+                         "cuckoo2_upd", "cuckoo2r_upd"};
+  constexpr int variants = 10;
+  std::vector<double> t[variants];
+  double sink = 0;
+  for (int rep = 0; rep < reps; ++rep)
+    for (auto& b : batches) {
+      const size_t n = b.size();
+      for (int v = 0; v < variants; ++v) {
+        double c0 = cpu_s();
+        switch (v) {
+          case 0:
+            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
+            break;
+          case 1: store.lookup(b, out.data()); break;
+          case 2: store.peek(b, out.data()); break;
+          case 3: run_cuckoo(ck, b, 1, copy_op); break;
+          case 4: run_cuckoo(ck, b, 2, copy_op); break;
+          case 5: run_cuckoo(cr, b, 2, copy_op); break;
+          case 6:
+            for (size_t i = 0; i < n; ++i) {
+              float* r = flat + b[i] * row_floats;
+              kern.step(sp, r, r + dim, &g[i * dim]);
+            }
+            break;
+          case 7: store.update(b, g.data()); break;
+          case 8: run_cuckoo(ck, b, 2, step_op); break;
+          case 9: run_cuckoo(cr, b, 2, step_op); break;
+        }
+        t[v].push_back((cpu_s() - c0) * 1e9 / static_cast<double>(n));
+        sink += out[5] + out[n * dim - 1];
+      }
+    }
+  std::printf("%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; ns per id, thread CPU time, medians (sink %g):\n",
+              rows, batch_ids, reps, kern.name, sink);
+  for (int v = 0; v < variants; ++v) std::printf("%-12s %7.1f\n", names[v], median(t[v]));
+  double f = median(t[0]), fu = median(t[6]);
+  std::printf("store_lookup_ratio=%.3f peek_ratio=%.3f cuckoo1_lookup_ratio=%.3f cuckoo2_lookup_ratio=%.3f "
+              "cuckoo2r_lookup_ratio=%.3f store_update_ratio=%.3f cuckoo2_update_ratio=%.3f cuckoo2r_update_ratio=%.3f "
+              "cuckoo_bytes_ratio=%.3f\n",
+              f / median(t[1]), f / median(t[2]), f / median(t[3]), f / median(t[4]), f / median(t[5]),
+              fu / median(t[7]), fu / median(t[8]), fu / median(t[9]), double(ck.n * sizeof(slot)) / double(rows) / 68.0);
+  huge_free(flat, rows * row_floats * 4);
+  return 0;
+}
