@@ -10,13 +10,13 @@
 // finished 16 ids later. `cuckoo2` prefetches the first two choices up front (4 lines). Insertion
 // keeps ids at their earliest choice where it can (an id displaces one that sits at a later choice
 // of its own than the slot would be for the newcomer; when all its choices hold ids at earlier or
-// equal choices, a random kick); `cuckoo2r` is cuckoo2 on a second table filled with choices 0 and
-// 1 ranked equal (only "prefetched up front or not" counts). The program prints at which choice
-// the rows and the batches' ids sit.
+// equal choices, a random kick). `hot_cuckoo1` / `hot_cuckoo2` run on a second table filled with
+// the batches' ids first, marked referenced (an oracle: where hot ids would sit if they were moved
+// to their first choice online and insertion spared referenced ids). The program prints at which choice the rows and the batches' ids sit.
 // Updates (row-wise Adagrad step in place) are timed the same way for each layout.
 //
 // Per batch every variant runs once, in turn, on this thread's CPU clock; figures are medians (ns
-// per id) over reps x batches. usage: store_layouts [rows=10M] [reps=3] [load=0.95]
+// per id) over reps x batches (see `cold` below). usage: store_layouts [rows=10M] [reps=3] [load=0.95] [warm|cold] [order: variant numbers, e.g. 0,1,4,12]
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/huge_pages.hpp"
 #include "models/embedding/id_map.hpp"
@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -66,12 +67,22 @@ std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches) {
   return out;
 }
 
+size_t anon_huge_mib() {
+  FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  char line[256];
+  size_t kib = 0;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  return kib / 1024;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the
+// One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the id, bit 4 promotion searched without a path;
 // id), the row (16 weights + the row-wise Adagrad accumulator). 80 bytes: at 16-byte offsets in a
 // line, every slot spans exactly two lines.
 struct slot {
@@ -85,8 +96,6 @@ struct cuckoo {
   slot* s = nullptr;
   size_t n = 0, size = 0, kicks = 0;
   std::mt19937_64 rng{5};
-  size_t front = 1;       // choices [0, front) rank first in insertion (the ones a lookup prefetches up front)
-  size_t rank(size_t k) const { return front == 1 ? k : (k < front ? 0 : 1 + k - front); }
   explicit cuckoo(size_t slots) : s(static_cast<slot*>(huge_alloc(slots * sizeof(slot)))), n(slots) {
     std::memset(static_cast<void*>(s), 0, slots * sizeof(slot));
   }
@@ -106,16 +115,80 @@ struct cuckoo {
     return k;
   }
   void put(size_t p, slot v, size_t k) {
-    v.meta = (v.meta & 2u) | 1u | static_cast<uint32_t>(k << 2);
+    v.meta = (v.meta & 2u) | 1u | static_cast<uint32_t>(k << 2);  // a moved id may be searched for again
     s[p] = v;
   }
   // Earliest choice first: the id goes to its earliest choice that is empty or held by an id
   // sitting at a later choice of its own (which then moves on by the same rule); when every choice
   // is held by ids at an earlier or the same choice, a random kick (never straight back to the slot
-  // the id was just put out of, nor may the kicked id take that slot back).
-  bool insert(uint64_t id, const float* row) {
-    slot cur{id, 1, {}};
+  // the id was just put out of, nor may the kicked id take that slot back). Ids marked referenced
+  // (the CLOCK bit; `hot`) rank before all others: a referenced id displaces an unreferenced one
+  // at any choice, and is displaced only by a referenced id at an earlier choice, and kicked only
+  // when every candidate is referenced.
+  bool insert(uint64_t id, const float* row, bool hot = false) {
+    slot cur{id, hot ? 3u : 1u, {}};
     std::memcpy(cur.row, row, sizeof cur.row);
+    return insert_slot(cur);
+  }
+  // Marks the id in slot p referenced and moves it to an earlier choice (the first that works)
+  // when a path of at most 3 moves of unreferenced ids leads from there to an empty slot or to p
+  // (breadth first, no slot twice); otherwise it stays, marked (meta bit 4) so that it is not
+  // searched for again. The online version of the hot-first fill. Returns the
+  // slot the id is in.
+  size_t promote(size_t p) {
+    s[p].meta |= 2;
+    if (s[p].meta & 16) return p;  // tried before and found no path: not again (one search per id)
+    const size_t kv = (s[p].meta >> 2) & 3;
+    for (size_t t = 0; t < kv; ++t) {
+      size_t x0 = pos(s[p].id, t);
+      if (x0 == p || (s[x0].meta & 2)) continue;
+      if (!(s[x0].meta & 1)) {  // empty: just move
+        put(x0, s[p], t);
+        s[p].meta = 0;
+        return x0;
+      }
+      // nodes: slots whose unreferenced occupant would move on; parent index per node
+      size_t node[1 + 3 + 9 + 27], parent[1 + 3 + 9 + 27], nodes = 1, end = SIZE_MAX, end_from = 0;
+      node[0] = x0;
+      parent[0] = SIZE_MAX;
+      for (size_t i = 0; i < nodes && end == SIZE_MAX; ++i) {
+        size_t depth = 0;
+        for (size_t q = i; parent[q] != SIZE_MAX; q = parent[q]) ++depth;
+        const uint64_t u = s[node[i]].id;
+        for (size_t c = 0; c < choices && end == SIZE_MAX; ++c) {
+          size_t y = pos(u, c);
+          if (y == node[i]) continue;
+          if (y == p || !(s[y].meta & 1)) {
+            end = y;
+            end_from = i;
+          } else if (depth < 2 && !(s[y].meta & 2) && nodes < 40 && std::find(node, node + nodes, y) == node + nodes) {
+            node[nodes] = y;
+            parent[nodes++] = i;
+          }
+        }
+      }
+      if (end == SIZE_MAX) continue;
+      slot v = s[p];
+      if (end != p) ++size;  // v's old slot is freed below; the count stays
+      for (size_t i = end_from, to = end;; to = node[i], i = parent[i]) {
+        slot m = s[node[i]];
+        size_t c = 0;
+        while (pos(m.id, c) != to) ++c;
+        put(to, m, c);
+        if (parent[i] == SIZE_MAX) break;
+      }
+      if (end != p) {
+        s[p].meta = 0;
+        --size;
+      }
+      put(x0, v, t);
+      return x0;
+    }
+    s[p].meta |= 16;
+    return p;
+  }
+  static size_t rank(uint32_t meta, size_t k) { return ((meta & 2) ? 0 : choices) + k; }
+  bool insert_slot(slot cur) {
     ++size;
     size_t from = SIZE_MAX;
     for (int step = 0; step < 20000; ++step) {
@@ -127,13 +200,21 @@ struct cuckoo {
           put(p, cur, k);
           return true;
         }
-        if (rank((s[p].meta >> 2) & 3) > rank(k)) break;
+        if (rank(s[p].meta, (s[p].meta >> 2) & 3) > rank(cur.meta, k)) break;
       }
       if (k == choices) {
-        do {
-          k = rng() % choices;
+        size_t cold_k[choices], cold_n = 0;
+        for (size_t c = 0; c < choices; ++c)
+          if (pos(cur.id, c) != from && !(s[pos(cur.id, c)].meta & 2)) cold_k[cold_n++] = c;
+        if (cold_n > 0) {
+          k = cold_k[rng() % cold_n];
           p = pos(cur.id, k);
-        } while (p == from);
+        } else {
+          do {
+            k = rng() % choices;
+            p = pos(cur.id, k);
+          } while (p == from);
+        }
         ++kicks;
       }
       slot out = s[p];
@@ -149,9 +230,11 @@ struct cuckoo {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   size_t rows = argc > 1 ? std::stoull(argv[1]) : 10'000'000;
   int reps = argc > 2 ? std::stoi(argv[2]) : 3;
   double load = argc > 3 ? std::stod(argv[3]) : 0.95;
+  bool cold = argc > 4 && std::string(argv[4]) == "cold";
   auto batches = make_batches(rows, 8);
 
   embedding_options o;
@@ -178,16 +261,30 @@ int main(int argc, char** argv) {
   for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, flat + r * row_floats);
 
   const size_t slots = static_cast<size_t>(std::ceil(static_cast<double>(rows) / load));
-  cuckoo ck(slots), cr(slots);
-  cr.front = 2;
-  for (cuckoo* c : {&ck, &cr}) {
+  cuckoo ck(slots), ch(slots), cp(slots);
+  // ch is filled hot ids first: the batches' ids by how many batches hold them, then the rest. An
+  // oracle, the bound of what moving hot ids to their first choice online (on a hit at a later
+  // choice) could reach.
+  std::vector<uint64_t> hot_first;
+  size_t hot_n = 0;  // the batches' distinct ids: inserted referenced
+  {
+    std::vector<uint8_t> count(rows, 0);
+    for (auto& b : batches)
+      for (uint64_t id : b) ++count[id];
+    for (int c = static_cast<int>(batches.size()); c >= 0; --c)
+      for (size_t r = 0; r < rows; ++r)
+        if (count[r] == c) hot_first.push_back(r);
+    hot_n = rows - static_cast<size_t>(std::count(count.begin(), count.end(), 0));
+  }
+  for (cuckoo* c : {&ck, &ch, &cp}) {
     double t0 = cpu_s();
-    for (size_t r = 0; r < rows; ++r) {
+    for (size_t i = 0; i < rows; ++i) {
+      uint64_t r = c == &ch ? hot_first[i] : i;
       float row[row_floats];
       embedding_init_row(o, r, row);
       row[dim] = o.initial_accumulator;
-      if (!c->insert(r, row)) {
-        std::printf("cuckoo: insert failed at %zu rows (load %.3f)\n", r, double(r) / double(c->n));
+      if (!c->insert(r, row, c == &ch && i < hot_n)) {
+        std::printf("cuckoo: insert failed at %zu rows (load %.3f)\n", i, double(i) / double(c->n));
         return 1;
       }
     }
@@ -195,7 +292,14 @@ int main(int argc, char** argv) {
     size_t at[choices] = {};
     for (size_t p = 0; p < c->n; ++p)
       if (c->s[p].meta & 1) ++at[(c->s[p].meta >> 2) & 3];
-    size_t bat[choices] = {}, total = 0;
+    size_t bat[choices] = {}, total = 0, found = 0;
+    for (uint64_t id = 0; id < rows; ++id)
+      for (size_t k = 0; k < choices; ++k)
+        if (c->holds(c->pos(id, k), id)) {
+          ++found;
+          break;
+        }
+    if (found != rows) std::printf("cuckoo: %zu of %zu ids found after the fill\n", found, rows);
     for (auto& b : batches)
       for (uint64_t id : b)
         for (size_t k = 0; k < choices; ++k)
@@ -203,7 +307,7 @@ int main(int argc, char** argv) {
     std::printf("cuckoo%s: %zu rows in %zu slots (load %.3f, %.1f bytes per row, %.3f of the 68-byte payload), "
                 "filled in %.1f CPU s, %zu random kicks; choice of all rows %.3f %.3f %.3f %.3f, of the batches' ids "
                 "%.3f %.3f %.3f %.3f\n",
-                c->front == 2 ? "2 (choices 0 and 1 rank first)" : "", c->size, c->n, double(c->size) / double(c->n),
+                c == &ch ? " (hot ids first)" : c == &cp ? " (promote)" : "", c->size, c->n, double(c->size) / double(c->n),
                 double(c->n * sizeof(slot)) / double(rows), double(c->n * sizeof(slot)) / double(rows) / 68.0, fill_s,
                 c->kicks, double(at[0]) / double(c->size), double(at[1]) / double(c->size),
                 double(at[2]) / double(c->size), double(at[3]) / double(c->size), double(bat[0]) / double(total),
@@ -250,6 +354,20 @@ int main(int argc, char** argv) {
       }
     }
   };
+  // No software pipeline at all: the slot's address follows from the id, so the core's
+  // out-of-order window runs ahead on its own, as in the flat gather.
+  // promote: an id found beyond its first choice is moved forward where it can (cuckoo::promote).
+  auto plain = [&](cuckoo& ck, const std::vector<uint64_t>& ids, auto&& op, bool promote = false) {
+    for (size_t j = 0; j < ids.size(); ++j)
+      for (size_t k = 0; k < choices; ++k) {
+        size_t p = ck.pos(ids[j], k);
+        if (ck.holds(p, ids[j])) {
+          op(ck.s[p], j);
+          if (promote && k > 0) ck.promote(p);
+          break;
+        }
+      }
+  };
   auto copy_op = [&](slot& sl, size_t j) {
     if (!((sl.meta >> 1) & 1)) sl.meta |= 2;  // CLOCK bit, written only when not yet set
     std::memcpy(&out[j * dim], sl.row, dim * 4);
@@ -259,15 +377,36 @@ int main(int argc, char** argv) {
     kern.step(sp, sl.row, sl.row + dim, &g[j * dim]);
   };
 
-  const char* names[] = {"flat", "store", "peek", "cuckoo1", "cuckoo2", "cuckoo2r", "flat_upd", "store_upd",
-                         "cuckoo2_upd", "cuckoo2r_upd"};
-  constexpr int variants = 10;
+  const char* names[] = {"flat", "store", "peek", "cuckoo1", "cuckoo2", "hot_cuckoo1", "flat_upd", "store_upd",
+                         "cuckoo2_upd", "hot_cuckoo1_upd", "hot_cuckoo2", "plain", "hot_plain", "hot_plain_upd", "promote_plain",
+                         "promote_plain_upd"};
+  constexpr int variants = 16;
   std::vector<double> t[variants];
+  // Back to back on the same table and ids, a variant finds what the one before it brought into
+  // this machine's 480 MiB L3 (peek after lookup ran ~30% faster for it). So, by default, each table
+  // sees one lookup variant per batch, the tables in turn, then one update each (as the bench runs
+  // them); peek, cuckoo1 and hot_cuckoo2 run only with `cold`, where 1 GiB is streamed through before every
+  // variant (no variant finds its lines in a cache).
+  std::vector<int> order = cold ? std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10} : std::vector<int>{0, 1, 4, 5, 6, 7, 8, 9};
+  if (argc > 5) {  // an explicit order: variant numbers, comma-separated
+    order.clear();
+    for (const char* q = argv[5]; *q;) {
+      char* end = nullptr;
+      order.push_back(static_cast<int>(std::strtol(q, &end, 10)));
+      q = *end ? end + 1 : end;
+    }
+  }
+  std::vector<uint64_t> flush(cold ? (size_t{1} << 30) / 8 : 0, 1);
   double sink = 0;
   for (int rep = 0; rep < reps; ++rep)
     for (auto& b : batches) {
       const size_t n = b.size();
-      for (int v = 0; v < variants; ++v) {
+      for (int v : order) {
+        if (cold) {
+          uint64_t x = 0;
+          for (size_t i = 0; i < flush.size(); i += 8) x += flush[i]++;
+          sink += static_cast<double>(x & 1);
+        }
         double c0 = cpu_s();
         switch (v) {
           case 0:
@@ -277,7 +416,7 @@ int main(int argc, char** argv) {
           case 2: store.peek(b, out.data()); break;
           case 3: run_cuckoo(ck, b, 1, copy_op); break;
           case 4: run_cuckoo(ck, b, 2, copy_op); break;
-          case 5: run_cuckoo(cr, b, 2, copy_op); break;
+          case 5: run_cuckoo(ch, b, 1, copy_op); break;
           case 6:
             for (size_t i = 0; i < n; ++i) {
               float* r = flat + b[i] * row_floats;
@@ -286,21 +425,54 @@ int main(int argc, char** argv) {
             break;
           case 7: store.update(b, g.data()); break;
           case 8: run_cuckoo(ck, b, 2, step_op); break;
-          case 9: run_cuckoo(cr, b, 2, step_op); break;
+          case 9: run_cuckoo(ch, b, 1, step_op); break;
+          case 10: run_cuckoo(ch, b, 2, copy_op); break;
+          case 11: plain(ck, b, copy_op); break;
+          case 12: plain(ch, b, copy_op); break;
+          case 13: plain(ch, b, step_op); break;
+          case 14: plain(cp, b, copy_op, true); break;
+          case 15: plain(cp, b, step_op, true); break;
         }
         t[v].push_back((cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += out[5] + out[n * dim - 1];
       }
     }
-  std::printf("%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; ns per id, thread CPU time, medians (sink %g):\n",
-              rows, batch_ids, reps, kern.name, sink);
-  for (int v = 0; v < variants; ++v) std::printf("%-12s %7.1f\n", names[v], median(t[v]));
+  std::printf("%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB, store "
+              "%zu MiB, each cuckoo table %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
+              rows, batch_ids, reps, kern.name, anon_huge_mib(), rows * row_floats * 4 >> 20,
+              static_cast<size_t>(store.counters().bytes >> 20), ck.n * sizeof(slot) >> 20, sink);
+  if (!t[14].empty()) {
+    size_t at[choices] = {}, total = 0;
+    for (auto& b : batches)
+      for (uint64_t id : b)
+        for (size_t k = 0; k < choices; ++k)
+          if (cp.holds(cp.pos(id, k), id)) ++at[k], ++total;
+    size_t found = 0;
+    for (uint64_t id = 0; id < rows; ++id)
+      for (size_t k = 0; k < choices; ++k)
+        if (cp.holds(cp.pos(id, k), id)) {
+          ++found;
+          break;
+        }
+    std::printf("promote: %zu of %zu ids found, %zu held; the batches' ids now at choice %.3f %.3f %.3f %.3f; "
+                "promote_plain ns per id by rep:",
+                found, rows, cp.size, double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
+                double(at[3]) / double(total));
+    for (int r = 0; r < reps; ++r)
+      std::printf(" %.1f", median(std::vector<double>(t[14].begin() + r * 8, t[14].begin() + r * 8 + 8)));
+    std::printf("\n");
+  }
+  std::printf("(%s)\n", cold ? "cold: 1 GiB streamed before each variant" : "warm: one variant per table in turn");
+  for (int v : order) std::printf("%-12s %7.1f\n", names[v], median(t[v]));
   double f = median(t[0]), fu = median(t[6]);
+  auto ratio = [&](double base, int v) { return t[v].empty() ? 0.0 : base / median(t[v]); };
   std::printf("store_lookup_ratio=%.3f peek_ratio=%.3f cuckoo1_lookup_ratio=%.3f cuckoo2_lookup_ratio=%.3f "
-              "cuckoo2r_lookup_ratio=%.3f store_update_ratio=%.3f cuckoo2_update_ratio=%.3f cuckoo2r_update_ratio=%.3f "
+              "hot_cuckoo1_lookup_ratio=%.3f hot_cuckoo2_lookup_ratio=%.3f store_update_ratio=%.3f "
+              "cuckoo2_update_ratio=%.3f hot_cuckoo1_update_ratio=%.3f plain_lookup_ratio=%.3f hot_plain_lookup_ratio=%.3f "
+              "hot_plain_update_ratio=%.3f promote_plain_lookup_ratio=%.3f promote_plain_update_ratio=%.3f "
               "cuckoo_bytes_ratio=%.3f\n",
-              f / median(t[1]), f / median(t[2]), f / median(t[3]), f / median(t[4]), f / median(t[5]),
-              fu / median(t[7]), fu / median(t[8]), fu / median(t[9]), double(ck.n * sizeof(slot)) / double(rows) / 68.0);
+              ratio(f, 1), ratio(f, 2), ratio(f, 3), ratio(f, 4), ratio(f, 5), ratio(f, 10), ratio(fu, 7), ratio(fu, 8),
+              ratio(fu, 9), ratio(f, 11), ratio(f, 12), ratio(fu, 13), ratio(f, 14), ratio(fu, 15), double(ck.n * sizeof(slot)) / double(rows) / 68.0);
   huge_free(flat, rows * row_floats * 4);
   return 0;
 }
