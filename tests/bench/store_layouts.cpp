@@ -12,11 +12,21 @@
 // of its own than the slot would be for the newcomer; when all its choices hold ids at earlier or
 // equal choices, a random kick). `hot_cuckoo1` / `hot_cuckoo2` run on a second table filled with
 // the batches' ids first, marked referenced (an oracle: where hot ids would sit if they were moved
-// to their first choice online and insertion spared referenced ids). The program prints at which choice the rows and the batches' ids sit.
-// Updates (row-wise Adagrad step in place) are timed the same way for each layout.
+// to their first choice online and insertion spared referenced ids). The program prints at which
+// choice the rows and the batches' ids sit.
+// `plain` / `hot_plain` / `promote_plain`: no software pipeline at all, a loop over the choices (the
+// address follows from the id, so the out-of-order core runs ahead as in the flat gather), on the
+// first table, the hot-first one, and a third filled as the first whose ids found beyond their
+// first choice are moved forward on a hit (cuckoo::promote, a breadth-first search of the given
+// depth). Updates (row-wise Adagrad step in place) are timed the same way for each layout.
+// Variant numbers (for the order argument): 0 flat, 1 store, 2 peek, 3 cuckoo1, 4 cuckoo2,
+// 5 hot_cuckoo1, 6 flat_upd, 7 store_upd, 8 cuckoo2_upd, 9 hot_cuckoo1_upd, 10 hot_cuckoo2,
+// 11 plain, 12 hot_plain, 13 hot_plain_upd, 14 promote_plain, 15 promote_plain_upd.
 //
 // Per batch every variant runs once, in turn, on this thread's CPU clock; figures are medians (ns
-// per id) over reps x batches (see `cold` below). usage: store_layouts [rows=10M] [reps=3] [load=0.95] [warm|cold] [order: variant numbers, e.g. 0,1,4,12]
+// per id) over reps x batches (see `cold` below).
+// usage: store_layouts [rows=10M] [reps=3] [load=0.95] [warm|cold] [order: variant numbers, e.g.
+//        0,1,4,12] [promote search depth 1-5 = 3: paths of up to depth + 1 moves]
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/huge_pages.hpp"
 #include "models/embedding/id_map.hpp"
@@ -82,9 +92,9 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the id, bit 4 promotion searched without a path;
-// id), the row (16 weights + the row-wise Adagrad accumulator). 80 bytes: at 16-byte offsets in a
-// line, every slot spans exactly two lines.
+// One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the
+// id, bit 4 promotion searched without a path), the row (16 weights + the row-wise Adagrad
+// accumulator). 80 bytes: at 16-byte offsets in a line, every slot spans exactly two lines.
 struct slot {
   uint64_t id;
   uint32_t meta;
@@ -95,6 +105,9 @@ static_assert(sizeof(slot) == 80);
 struct cuckoo {
   slot* s = nullptr;
   size_t n = 0, size = 0, kicks = 0;
+  size_t promoted = 0, blocked = 0, no_path = 0;
+  size_t depth = 3;  // promote: the search goes `depth` slots deep (paths of up to depth + 1 moves)
+  static constexpr size_t max_nodes = 1 + 3 + 9 + 27 + 81 + 243;  // promote outcomes: moved, first choice referenced, no path
   std::mt19937_64 rng{5};
   explicit cuckoo(size_t slots) : s(static_cast<slot*>(huge_alloc(slots * sizeof(slot)))), n(slots) {
     std::memset(static_cast<void*>(s), 0, slots * sizeof(slot));
@@ -131,7 +144,7 @@ struct cuckoo {
     return insert_slot(cur);
   }
   // Marks the id in slot p referenced and moves it to an earlier choice (the first that works)
-  // when a path of at most 3 moves of unreferenced ids leads from there to an empty slot or to p
+  // when a path of at most depth + 1 moves of unreferenced ids leads from there to an empty slot or to p
   // (breadth first, no slot twice); otherwise it stays, marked (meta bit 4) so that it is not
   // searched for again. The online version of the hot-first fill. Returns the
   // slot the id is in.
@@ -141,14 +154,19 @@ struct cuckoo {
     const size_t kv = (s[p].meta >> 2) & 3;
     for (size_t t = 0; t < kv; ++t) {
       size_t x0 = pos(s[p].id, t);
-      if (x0 == p || (s[x0].meta & 2)) continue;
+      if (x0 == p) continue;
+      if (s[x0].meta & 2) {
+        if (t == 0) ++blocked;
+        continue;
+      }
       if (!(s[x0].meta & 1)) {  // empty: just move
         put(x0, s[p], t);
         s[p].meta = 0;
+        ++promoted;
         return x0;
       }
       // nodes: slots whose unreferenced occupant would move on; parent index per node
-      size_t node[1 + 3 + 9 + 27], parent[1 + 3 + 9 + 27], nodes = 1, end = SIZE_MAX, end_from = 0;
+      size_t node[max_nodes], parent[max_nodes], nodes = 1, end = SIZE_MAX, end_from = 0;
       node[0] = x0;
       parent[0] = SIZE_MAX;
       for (size_t i = 0; i < nodes && end == SIZE_MAX; ++i) {
@@ -161,7 +179,8 @@ struct cuckoo {
           if (y == p || !(s[y].meta & 1)) {
             end = y;
             end_from = i;
-          } else if (depth < 2 && !(s[y].meta & 2) && nodes < 40 && std::find(node, node + nodes, y) == node + nodes) {
+          } else if (depth + 1 < this->depth && !(s[y].meta & 2) && nodes < max_nodes
+                     && std::find(node, node + nodes, y) == node + nodes) {
             node[nodes] = y;
             parent[nodes++] = i;
           }
@@ -182,8 +201,10 @@ struct cuckoo {
         --size;
       }
       put(x0, v, t);
+      ++promoted;
       return x0;
     }
+    ++no_path;
     s[p].meta |= 16;
     return p;
   }
@@ -262,6 +283,7 @@ int main(int argc, char** argv) {
 
   const size_t slots = static_cast<size_t>(std::ceil(static_cast<double>(rows) / load));
   cuckoo ck(slots), ch(slots), cp(slots);
+  cp.depth = argc > 6 ? std::min<size_t>(5, std::stoull(argv[6])) : 3;
   // ch is filled hot ids first: the batches' ids by how many batches hold them, then the rest. An
   // oracle, the bound of what moving hot ids to their first choice online (on a hit at a later
   // choice) could reach.
@@ -454,9 +476,11 @@ int main(int argc, char** argv) {
           ++found;
           break;
         }
-    std::printf("promote: %zu of %zu ids found, %zu held; the batches' ids now at choice %.3f %.3f %.3f %.3f; "
-                "promote_plain ns per id by rep:",
-                found, rows, cp.size, double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
+    std::printf("promote (paths of up to %zu moves): %zu of %zu ids found, %zu held; %zu hot ids: %zu moved, %zu "
+                "first choice held by a referenced id, %zu no path; the batches' ids now at choice %.3f %.3f %.3f "
+                "%.3f; promote_plain ns per id by rep:",
+                cp.depth + 1, found, rows, cp.size, hot_n, cp.promoted, cp.blocked, cp.no_path,
+                double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
                 double(at[3]) / double(total));
     for (int r = 0; r < reps; ++r)
       std::printf(" %.1f", median(std::vector<double>(t[14].begin() + r * 8, t[14].begin() + r * 8 + 8)));
@@ -472,7 +496,8 @@ int main(int argc, char** argv) {
               "hot_plain_update_ratio=%.3f promote_plain_lookup_ratio=%.3f promote_plain_update_ratio=%.3f "
               "cuckoo_bytes_ratio=%.3f\n",
               ratio(f, 1), ratio(f, 2), ratio(f, 3), ratio(f, 4), ratio(f, 5), ratio(f, 10), ratio(fu, 7), ratio(fu, 8),
-              ratio(fu, 9), ratio(f, 11), ratio(f, 12), ratio(fu, 13), ratio(f, 14), ratio(fu, 15), double(ck.n * sizeof(slot)) / double(rows) / 68.0);
+              ratio(fu, 9), ratio(f, 11), ratio(f, 12), ratio(fu, 13), ratio(f, 14), ratio(fu, 15),
+              double(ck.n * sizeof(slot)) / double(rows) / 68.0);
   huge_free(flat, rows * row_floats * 4);
   return 0;
 }
