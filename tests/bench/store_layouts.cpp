@@ -145,7 +145,8 @@ struct cuckoo {
   }
   // Marks the id in slot p referenced and moves it to an earlier choice (the first that works)
   // when a path of at most depth + 1 moves of unreferenced ids leads from there to an empty slot or to p
-  // (breadth first, no slot twice); otherwise it stays, marked (meta bit 4) so that it is not
+  // (breadth first, level by level with the next level's slots prefetched, no slot twice);
+  // otherwise it stays, marked (meta bit 4) so that it is not
   // searched for again. The online version of the hot-first fill. Returns the
   // slot the id is in.
   size_t promote(size_t p) {
@@ -169,7 +170,12 @@ struct cuckoo {
       size_t node[max_nodes], parent[max_nodes], nodes = 1, end = SIZE_MAX, end_from = 0;
       node[0] = x0;
       parent[0] = SIZE_MAX;
-      for (size_t i = 0; i < nodes && end == SIZE_MAX; ++i) {
+      for (size_t i = 0, level_end = 0; i < nodes && end == SIZE_MAX; ++i) {
+        if (i == level_end) {  // a new level: prefetch the slots all its nodes' ids may move to
+          level_end = nodes;
+          for (size_t q = i; q < nodes; ++q)
+            for (size_t c = 0; c < choices; ++c) prefetch_line(&s[pos(s[node[q]].id, c)]);
+        }
         size_t depth = 0;
         for (size_t q = i; parent[q] != SIZE_MAX; q = parent[q]) ++depth;
         const uint64_t u = s[node[i]].id;
