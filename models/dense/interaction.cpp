@@ -1,6 +1,7 @@
 #include "models/dense/interaction.hpp"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace satrap {
@@ -127,16 +128,6 @@ typedef int i16 __attribute__((vector_size(64)));
 [[gnu::always_inline]] inline void load16(v16& r, const float* p) { std::memcpy(&r, p, sizeof r); }
 [[gnu::always_inline]] inline void store16(float* p, const v16& r) { std::memcpy(p, &r, sizeof r); }
 
-// Vector k of a sample: from the registers V when n is known at compile time (N > 0), else
-// loaded from v[k].
-template <int N>
-[[gnu::always_inline]] inline void get16(v16& r, const v16* V, const float* const* v, int k) {
-  if constexpr (N > 0)
-    r = V[k];
-  else
-    load16(r, v[k]);
-}
-
 // The (i, j) pair's index in output order (i < j < n).
 constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 + (j - i - 1); }
 
@@ -166,18 +157,18 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
   r = __builtin_shuffle(c[0], c[1], lo4) + __builtin_shuffle(c[0], c[1], hi4);
 }
 
-// One sample's forward at dim 16: o[0:16] = x, then the dots in output order, sixteen pairs at a
-// time (a last group of at most eight goes through sample_dots<2>'s eight-pair step). N > 0: n
-// is N, known at compile time (the vectors stay in registers, the loops unroll); N == 0: any n.
-template <int N>
-[[gnu::always_inline]] inline void sample_dots16(int n_rt, const float* const* v, float* o) {
-  const int n = N > 0 ? N : n_rt;
-  constexpr int cap = N > 0 ? N : 1;
-  v16 V[cap];
-  if constexpr (N > 0)
-    for (int k = 0; k < N; ++k) load16(V[k], v[k]);
+// r = dims 0-7 + dims 8-15 of prod.
+[[gnu::always_inline]] inline void halves16(const v16& prod, v8& r) {
+  const v8 lo = {prod[0], prod[1], prod[2], prod[3], prod[4], prod[5], prod[6], prod[7]};
+  const v8 hi = {prod[8], prod[9], prod[10], prod[11], prod[12], prod[13], prod[14], prod[15]};
+  r = lo + hi;
+}
+
+// One sample's forward at dim 16, any n: o[0:16] = x, then the dots in output order, sixteen
+// pairs at a time (a last group of at most eight goes through sample_dots<2>'s eight-pair step).
+[[gnu::always_inline]] inline void sample_dots16(int n, const float* const* v, float* o) {
   v16 a, c;
-  get16<N>(a, V, v, 0);
+  load16(a, v[0]);
   store16(o, a);
   float* dots = o + 16;
   const int pairs = n * (n - 1) / 2;
@@ -188,8 +179,8 @@ template <int N>
     for (int k = 0; k < 16; ++k) {
       part[k] = v16{};
       if (k >= m) continue;
-      get16<N>(a, V, v, i);
-      get16<N>(c, V, v, j);
+      load16(a, v[i]);
+      load16(c, v[j]);
       part[k] = a * c;
       if (++j == n) {
         ++i;
@@ -209,12 +200,9 @@ template <int N>
     for (int k = 0; k < 8; ++k) {
       part[k] = v8{};
       if (k >= m) continue;
-      get16<N>(a, V, v, i);
-      get16<N>(c, V, v, j);
-      const v16 prod = a * c;
-      const v8 lo = {prod[0], prod[1], prod[2], prod[3], prod[4], prod[5], prod[6], prod[7]};
-      const v8 hi = {prod[8], prod[9], prod[10], prod[11], prod[12], prod[13], prod[14], prod[15]};
-      part[k] = lo + hi;
+      load16(a, v[i]);
+      load16(c, v[j]);
+      halves16(a * c, part[k]);
       if (++j == n) {
         ++i;
         j = i + 1;
@@ -229,37 +217,130 @@ template <int N>
   }
 }
 
-// One sample's backward at dim 16: to_i = sum_{j != i} G_ij v_j (+ pass for i = 0), the same four
-// accumulators (j mod 4, the j past the last multiple of 4 in the first) as vector_grad<2>. N > 0:
-// n known at compile time, G_ij read straight from the dots' gradient gd (no n x n matrix);
-// N == 0: G from gm (n x n, filled by the caller).
-template <int N>
-[[gnu::always_inline]] inline void sample_grads16(int n_rt, const float* const* v,
-                                                  const float* gd, const float* gm,
+// One sample's backward at dim 16, any n: to_i = sum_{j != i} G_ij v_j (+ pass for i = 0), with
+// G the n x n matrix gm; the same four accumulators (j mod 4, the j past the last multiple of 4
+// in the first) as vector_grad<2> (which also adds G_ii v_i = 0 v_i: the same sums).
+[[gnu::always_inline]] inline void sample_grads16(int n, const float* const* v, const float* gm,
                                                   const float* pass, float* const* to) {
-  const int n = N > 0 ? N : n_rt;
   const int quad_end = n / 4 * 4;
-  constexpr int cap = N > 0 ? N : 1;
-  v16 V[cap];
-  if constexpr (N > 0)
-    for (int k = 0; k < N; ++k) load16(V[k], v[k]);
   for (int i = 0; i < n; ++i) {
     v16 acc[4] = {}, vj;
     if (i == 0) load16(acc[0], pass);
     for (int j = 0; j < n; ++j) {
       if (j == i) continue;  // G_ii = 0
-      float g;
-      if constexpr (N > 0) {
-        g = gd[i < j ? pair_index(N, i, j) : pair_index(N, j, i)];
-        vj = V[j];
-      } else {
-        g = gm[static_cast<size_t>(i) * n + j];
-        load16(vj, v[j]);
-      }
-      acc[j < quad_end ? j % 4 : 0] += g * vj;
+      load16(vj, v[j]);
+      acc[j < quad_end ? j % 4 : 0] += gm[static_cast<size_t>(i) * n + j] * vj;
     }
     store16(to[i], (acc[0] + acc[1]) + (acc[2] + acc[3]));
   }
+}
+
+// n known at compile time (N: the default model's 8 slots give 9): every pair, vector and
+// accumulator index is a constant (index_sequence folds), so the N vectors stay in registers and
+// nothing is indexed at run time. Same arithmetic and order as sample_dots16 / sample_grads16.
+template <int N>
+struct fixed_pairs {
+  static constexpr int count = N * (N - 1) / 2;
+  // The p-th pair's i and j in output order (0 past the end: a padding lane).
+  static constexpr int first(int p) {
+    for (int i = 0, q = 0; i < N; ++i)
+      for (int j = i + 1; j < N; ++j, ++q)
+        if (q == p) return i;
+    return 0;
+  }
+  static constexpr int second(int p) {
+    for (int i = 0, q = 0; i < N; ++i)
+      for (int j = i + 1; j < N; ++j, ++q)
+        if (q == p) return j;
+    return 0;
+  }
+};
+
+template <int N, int P0, size_t... K>
+[[gnu::always_inline]] inline void fixed_products16(const v16* V, v16* part,
+                                                    std::index_sequence<K...>) {
+  using fp = fixed_pairs<N>;
+  ((part[K] = P0 + int(K) < fp::count ? V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))]
+                                      : v16{}),
+   ...);
+}
+
+template <int N, int P0, size_t... K>
+[[gnu::always_inline]] inline void fixed_products8(const v16* V, v8* part,
+                                                   std::index_sequence<K...>) {
+  using fp = fixed_pairs<N>;
+  ((P0 + int(K) < fp::count
+        ? halves16(V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))], part[K])
+        : (void)(part[K] = v8{})),
+   ...);
+}
+
+template <int N, int P0>
+[[gnu::always_inline]] inline void fixed_dots16(const v16* V, float* dots) {
+  constexpr int pairs = fixed_pairs<N>::count, left = pairs - P0;
+  if constexpr (left > 8) {
+    v16 part[16], r;
+    fixed_products16<N, P0>(V, part, std::make_index_sequence<16>{});
+    reduce16(part, r);
+    if constexpr (left >= 16)
+      store16(dots + P0, r);
+    else
+      for (int k = 0; k < left; ++k) dots[P0 + k] = r[k];
+    fixed_dots16<N, P0 + 16>(V, dots);
+  } else if constexpr (left > 0) {
+    v8 part[8], r;
+    fixed_products8<N, P0>(V, part, std::make_index_sequence<8>{});
+    reduce8(part, r);
+    if constexpr (left == 8)
+      store8(dots + P0, r);
+    else
+      for (int k = 0; k < left; ++k) dots[P0 + k] = r[k];
+  }
+}
+
+template <int N>
+[[gnu::always_inline]] inline void sample_dots16_fixed(const float* xs, const float* es,
+                                                       float* o) {
+  v16 V[N];
+  load16(V[0], xs);
+  for (int k = 1; k < N; ++k) load16(V[k], es + (k - 1) * 16);
+  store16(o, V[0]);
+  fixed_dots16<N, 0>(V, o + 16);
+}
+
+// Row I of the backward: acc[j mod 4 (0 past the last multiple of 4)] += G_Ij v_j, j != I.
+template <int N, int I, size_t... J>
+[[gnu::always_inline]] inline void fixed_grad_row(const v16* V, const float* gd, v16* acc,
+                                                  std::index_sequence<J...>) {
+  constexpr int quad_end = N / 4 * 4;
+  ((int(J) != I ? (void)(acc[int(J) < quad_end ? int(J) % 4 : 0] +=
+                         gd[I < int(J) ? pair_index(N, I, int(J)) : pair_index(N, int(J), I)] *
+                         V[J])
+                : (void)0),
+   ...);
+}
+
+template <int N, size_t... I>
+[[gnu::always_inline]] inline void fixed_grads16(const v16* V, const float* g, float* dx,
+                                                 float* demb, std::index_sequence<I...>) {
+  const float* gd = g + 16;
+  auto row = [&](auto i) {
+    constexpr int r = decltype(i)::value;
+    v16 acc[4] = {};
+    if constexpr (r == 0) load16(acc[0], g);
+    fixed_grad_row<N, r>(V, gd, acc, std::make_index_sequence<N>{});
+    store16(r == 0 ? dx : demb + (r - 1) * 16, (acc[0] + acc[1]) + (acc[2] + acc[3]));
+  };
+  (row(std::integral_constant<int, int(I)>{}), ...);
+}
+
+template <int N>
+[[gnu::always_inline]] inline void sample_grads16_fixed(const float* xs, const float* es,
+                                                        const float* g, float* dx, float* demb) {
+  v16 V[N];
+  load16(V[0], xs);
+  for (int k = 1; k < N; ++k) load16(V[k], es + (k - 1) * 16);
+  fixed_grads16<N>(V, g, dx, demb, std::make_index_sequence<N>{});
 }
 
 }  // namespace
@@ -283,12 +364,13 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
     const float* xs = x + static_cast<size_t>(s) * dim;
     const float* es = emb + static_cast<size_t>(s) * slots * dim;
     float* o = out + static_cast<size_t>(s) * width;
+    if (dim == 16 && n == 9) {
+      sample_dots16_fixed<9>(xs, es, o);
+      continue;
+    }
     for (int k = 0; k < n; ++k) v[k] = vec(xs, es, k, dim);
     if (dim == 16) {
-      if (n == 9)
-        sample_dots16<9>(n, v.data(), o);
-      else
-        sample_dots16<0>(n, v.data(), o);
+      sample_dots16(n, v.data(), o);
       continue;
     }
     std::memcpy(o, xs, sizeof(float) * dim);
@@ -318,12 +400,8 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
     const float* g = dout + static_cast<size_t>(s) * width;
     const float* gd = g + dim;
     if (dim == 16 && n == 9) {  // G straight from gd
-      for (int i = 0; i < n; ++i) {
-        v[i] = vec(xs, es, i, dim);
-        to[i] = i == 0 ? dx + static_cast<size_t>(s) * dim
-                       : demb + (static_cast<size_t>(s) * slots + (i - 1)) * dim;
-      }
-      sample_grads16<9>(n, v.data(), gd, nullptr, g, to.data());
+      sample_grads16_fixed<9>(xs, es, g, dx + static_cast<size_t>(s) * dim,
+                              demb + static_cast<size_t>(s) * slots * dim);
       continue;
     }
     for (int i = 0; i < n; ++i) {
@@ -334,7 +412,7 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
       for (int i = 0; i < n; ++i)
         to[i] = i == 0 ? dx + static_cast<size_t>(s) * dim
                        : demb + (static_cast<size_t>(s) * slots + (i - 1)) * dim;
-      sample_grads16<0>(n, v.data(), nullptr, gm.data(), g, to.data());
+      sample_grads16(n, v.data(), gm.data(), g, to.data());
       continue;
     }
     for (int i = 0; i < n; ++i) {
