@@ -29,6 +29,45 @@ void outer(int batch, int in, const float* __restrict dy, const float* __restric
   }
 }
 
+// dx[i][k] = scale * (x[i][k] > 0 ? dx[i][k] : 0) in place, dbx[k] = sum over rows (in order).
+[[gnu::target_clones("avx2", "default")]]
+void relu_mask_scale_sums(int batch, int in, const float* __restrict x, float scale,
+                          float* __restrict dx, float* __restrict dbx) {
+  std::memset(dbx, 0, sizeof(float) * in);
+  for (int i = 0; i < batch; ++i) {
+    const float* xr = x + static_cast<size_t>(i) * in;
+    float* row = dx + static_cast<size_t>(i) * in;
+    for (int k = 0; k < in; ++k) {
+      const float d = row[k];  // loaded (and below multiplied) unconditionally: the selects vectorise
+      const float v = (xr[k] > 0.0f ? d : 0.0f) * scale;
+      row[k] = v;
+      dbx[k] += v;
+    }
+  }
+}
+
+// The same with dx = dy w^T computed on the way (a layer with one output: no GEMM).
+[[gnu::target_clones("avx2", "default")]]
+void outer_relu_mask_scale_sums(int batch, int in, const float* __restrict dy,
+                                const float* __restrict w, const float* __restrict x, float scale,
+                                float* __restrict dx, float* __restrict dbx) {
+  std::memset(dbx, 0, sizeof(float) * in);
+  for (int i = 0; i < batch; ++i) {
+    const float g = dy[i];
+    const float* xr = x + static_cast<size_t>(i) * in;
+    float* row = dx + static_cast<size_t>(i) * in;
+    // The row first, then the mask on it while it is in L1 (in one loop GCC sinks the product
+    // into a branch and vectorises nothing).
+    for (int k = 0; k < in; ++k) row[k] = g * w[k];
+    for (int k = 0; k < in; ++k) {
+      const float d = row[k];
+      const float v = (xr[k] > 0.0f ? d : 0.0f) * scale;
+      row[k] = v;
+      dbx[k] += v;
+    }
+  }
+}
+
 }  // namespace
 
 void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
@@ -43,9 +82,12 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
               y, out);
 }
 
-void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                     float* dx, float* dw, float* db) {
+void linear_bias_grad(int batch, int out, const float* dy, float* db) {
   column_sums(batch, out, dy, db);
+}
+
+void linear_backward_weights(int batch, int in, int out, const float* x, const float* w,
+                             const float* dy, float* dx, float* dw) {
   if (out == 1) {
     // dw = x^T dy, dx = dy w^T.
     cblas_sgemv(CblasRowMajor, CblasTrans, batch, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1);
@@ -59,6 +101,23 @@ void linear_backward(int batch, int in, int out, const float* x, const float* w,
   if (dx != nullptr)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in,
                 0.0f, dx, in);
+}
+
+void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
+                     float* dx, float* dw, float* db) {
+  linear_bias_grad(batch, out, dy, db);
+  linear_backward_weights(batch, in, out, x, w, dy, dx, dw);
+}
+
+void linear_backward_relu_input(int batch, int in, int out, const float* x, const float* w,
+                                const float* dy, float scale, float* dx, float* dw, float* dbx) {
+  if (out == 1) {
+    cblas_sgemv(CblasRowMajor, CblasTrans, batch, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1);
+    outer_relu_mask_scale_sums(batch, in, dy, w, x, scale, dx, dbx);
+    return;
+  }
+  linear_backward_weights(batch, in, out, x, w, dy, dx, dw);
+  relu_mask_scale_sums(batch, in, x, scale, dx, dbx);
 }
 
 }  // namespace satrap

@@ -12,4 +12,18 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db);
 
+// The pieces of linear_backward, for an MLP that fuses them with its activations' passes:
+// db[out] = the column sums of dy[batch x out] (rows in order).
+void linear_bias_grad(int batch, int out, const float* dy, float* db);
+// dw (and dx unless null) as linear_backward, no db.
+void linear_backward_weights(int batch, int in, int out, const float* x, const float* w,
+                             const float* dy, float* dx, float* dw);
+// The backward of a layer whose input x is a ReLU's output (as it was, after any dropout): dw as
+// linear_backward, dx = scale * (x > 0 ? dy W : 0) (the gradient at the ReLU's input, scale the
+// dropout's 1/(1-p) or 1), and dbx[in] = the column sums of that dx (the bias gradient of the layer
+// before the ReLU), in one pass over dx. The same numbers as linear_backward, relu_backward, the
+// scaling and linear_bias_grad one after the other.
+void linear_backward_relu_input(int batch, int in, int out, const float* x, const float* w,
+                                const float* dy, float scale, float* dx, float* dw, float* dbx);
+
 }  // namespace satrap
