@@ -70,6 +70,34 @@ void outer_relu_mask_scale_sums(int batch, int in, const float* __restrict dy,
 
 }  // namespace
 
+// y[i][o] = (relu ? max(y + b, 0) : y + b)[i][o] in place.
+[[gnu::target_clones("avx2", "default")]]
+void add_bias_rows(int batch, int out, const float* __restrict b, bool relu, float* __restrict y) {
+  for (int i = 0; i < batch; ++i) {
+    float* row = y + static_cast<size_t>(i) * out;
+    if (relu)
+      for (int o = 0; o < out; ++o) {
+        const float v = row[o] + b[o];
+        row[o] = v > 0.0f ? v : 0.0f;
+      }
+    else
+      for (int o = 0; o < out; ++o) row[o] = row[o] + b[o];
+  }
+}
+
+void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
+                         const float* b, bool relu, float* y) {
+  if (out == 1) {
+    linear_forward(batch, in, out, x, w, b, y);
+    if (relu)
+      for (int i = 0; i < batch; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
+              y, out);
+  add_bias_rows(batch, out, b, relu, y);
+}
+
 void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
                     float* y) {
   if (out == 1) {  // y = x w + b: a GEMV (OpenBLAS's GEMM path is slow for one column)

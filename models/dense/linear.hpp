@@ -8,6 +8,10 @@ namespace satrap {
 void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
                     float* y);
 
+// The same followed by a ReLU when relu: the GEMM (beta 0), then the bias and the ReLU in one pass.
+void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
+                         const float* b, bool relu, float* y);
+
 // dw[out x in] and db[out] are overwritten; dx[batch x in] too, unless null.
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db);
