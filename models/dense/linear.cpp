@@ -86,15 +86,24 @@ void add_bias_rows(int batch, int out, const float* __restrict b, bool relu, flo
 }
 
 void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
-                         const float* b, bool relu, float* y) {
+                         const float* b, bool relu, float* y, float* wt) {
   if (out == 1) {
     linear_forward(batch, in, out, x, w, b, y);
     if (relu)
       for (int i = 0; i < batch; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
-              y, out);
+  if (wt != nullptr && static_cast<double>(batch) * in * out <= linear_small_gemm) {
+    // x W^T as x (W^T) with W^T written out: OpenBLAS's small-matrix kernel for NoTrans x
+    // NoTrans (no packing) takes these shapes in about 0.6x the time of its NoTrans x Trans path.
+    for (int o = 0; o < out; ++o)
+      for (int k = 0; k < in; ++k) wt[static_cast<size_t>(k) * out + o] = w[static_cast<size_t>(o) * in + k];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, out, in, 1.0f, x, in, wt, out,
+                0.0f, y, out);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
+                y, out);
+  }
   add_bias_rows(batch, out, b, relu, y);
 }
 

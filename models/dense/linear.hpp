@@ -9,8 +9,11 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
                     float* y);
 
 // The same followed by a ReLU when relu: the GEMM (beta 0), then the bias and the ReLU in one pass.
+// wt: scratch of in x out floats, or null; with it, a layer of at most linear_small_gemm
+// multiply-adds (batch x in x out) goes through W^T (OpenBLAS's faster path for small shapes).
+inline constexpr double linear_small_gemm = 1e6;
 void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
-                         const float* b, bool relu, float* y);
+                         const float* b, bool relu, float* y, float* wt = nullptr);
 
 // dw[out x in] and db[out] are overwritten; dx[batch x in] too, unless null.
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,

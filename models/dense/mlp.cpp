@@ -50,8 +50,9 @@ const float* mlp::forward(int batch, const float* params, const float* x) {
     y.resize(static_cast<size_t>(batch) * out);
     const float* w = params + offsets_[l];
     const float* b = w + static_cast<size_t>(out) * fan_in;
+    wt_.resize(static_cast<size_t>(out) * fan_in);
     linear_forward_relu(batch, fan_in, out, input, w, b, l + 1 < sizes_.size() || relu_last_,
-                        y.data());
+                        y.data(), wt_.data());
     if (dropped_ && l + 1 < sizes_.size()) {
       const uint64_t layer_key = mix64(key_ ^ mix64(l + 0x0d20f0)) ;
       for (size_t i = 0; i < y.size(); ++i)
