@@ -368,6 +368,10 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
       sample_dots16_fixed<9>(xs, es, o);
       continue;
     }
+    if (dim == 16 && n == 27) {
+      sample_dots16_fixed<27>(xs, es, o);
+      continue;
+    }
     for (int k = 0; k < n; ++k) v[k] = vec(xs, es, k, dim);
     if (dim == 16) {
       sample_dots16(n, v.data(), o);
@@ -402,6 +406,11 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
     if (dim == 16 && n == 9) {  // G straight from gd
       sample_grads16_fixed<9>(xs, es, g, dx + static_cast<size_t>(s) * dim,
                               demb + static_cast<size_t>(s) * slots * dim);
+      continue;
+    }
+    if (dim == 16 && n == 27) {
+      sample_grads16_fixed<27>(xs, es, g, dx + static_cast<size_t>(s) * dim,
+                               demb + static_cast<size_t>(s) * slots * dim);
       continue;
     }
     for (int i = 0; i < n; ++i) {
