@@ -9,9 +9,8 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
                     float* y);
 
 // The same followed by a ReLU when relu: the GEMM (beta 0), then the bias and the ReLU in one pass.
-// wt: scratch of in x out floats, or null; with it, a layer of at most linear_small_gemm
-// multiply-adds (batch x in x out) goes through W^T (OpenBLAS's faster path for small shapes).
-inline constexpr double linear_small_gemm = 1e6;
+// wt: scratch of in x out floats, or null; with it, a narrow layer (in x out <= 15,625) goes
+// through W^T, in blocks of rows, to OpenBLAS's faster small-matrix kernel (linear.cpp).
 void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
                          const float* b, bool relu, float* y, float* wt = nullptr);
 
