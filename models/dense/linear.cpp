@@ -105,6 +105,22 @@ void gemm_nn_rows(int m, int n, int k, const float* a, int lda, const float* b, 
   }
 }
 
+// C[m x n] = A^T B for A [k x m], B [k x n] (a weight gradient: k is the batch), in blocks of
+// rows of A and B that fit the small-matrix limit, summed into C (beta 0, then 1): OpenBLAS's
+// small kernel again (it also sums K in blocks on its packed path, so only the block edges move).
+void gemm_tn_rows(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+                  int ldc) {
+  const double per_row = static_cast<double>(m) * n;
+  int rows = static_cast<int>(small_gemm_limit / per_row);
+  if (rows < small_gemm_min_rows || rows >= k) rows = k;
+  for (int r0 = 0; r0 < k; r0 += rows) {
+    const int kr = k - r0 < rows ? k - r0 : rows;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, kr, 1.0f,
+                a + static_cast<size_t>(r0) * lda, lda, b + static_cast<size_t>(r0) * ldb, ldb,
+                r0 == 0 ? 0.0f : 1.0f, c, ldc);
+  }
+}
+
 // Whether x W^T goes as x (W^T) through gemm_nn_rows (narrow layers) rather than one NoTrans x
 // Trans call (which OpenBLAS always packs).
 bool small_layer(int in, int out) {
@@ -160,8 +176,7 @@ void linear_backward_weights(int batch, int in, int out, const float* x, const f
     return;
   }
   // dw = dy^T x
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f,
-              dw, in);
+  gemm_tn_rows(out, in, batch, dy, out, x, in, dw, in);
   // dx = dy W
   if (dx != nullptr) gemm_nn_rows(batch, in, out, dy, out, w, in, dx, in);
 }
