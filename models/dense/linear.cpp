@@ -129,6 +129,23 @@ bool small_layer(int in, int out) {
 
 }  // namespace
 
+void linear_gemm_y(int batch, int in, int out, const float* x, const float* w, const float* wt,
+                   float* y) {
+  if (wt != nullptr && small_layer(in, out))
+    gemm_nn_rows(batch, out, in, x, in, wt, out, y, out);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
+                y, out);
+}
+
+void linear_gemm_dw(int batch, int in, int out, const float* x, const float* dy, float* dw) {
+  gemm_tn_rows(out, in, batch, dy, out, x, in, dw, in);
+}
+
+void linear_gemm_dx(int batch, int in, int out, const float* dy, const float* w, float* dx) {
+  gemm_nn_rows(batch, in, out, dy, out, w, in, dx, in);
+}
+
 void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
                          const float* b, bool relu, float* y, float* wt) {
   if (out == 1) {
@@ -138,16 +155,12 @@ void linear_forward_relu(int batch, int in, int out, const float* x, const float
     return;
   }
   if (wt != nullptr && small_layer(in, out)) {
-    // x W^T as x (W^T) with W^T written out (in x out floats, a few KB), through OpenBLAS's
-    // small-matrix kernel (see gemm_nn_rows).
+    // x W^T as x (W^T) with W^T written out (in x out floats, a few KB).
     for (int o = 0; o < out; ++o)
       for (int k = 0; k < in; ++k)
         wt[static_cast<size_t>(k) * out + o] = w[static_cast<size_t>(o) * in + k];
-    gemm_nn_rows(batch, out, in, x, in, wt, out, y, out);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
-                y, out);
   }
+  linear_gemm_y(batch, in, out, x, w, wt, y);
   add_bias_rows(batch, out, b, relu, y);
 }
 
@@ -175,10 +188,8 @@ void linear_backward_weights(int batch, int in, int out, const float* x, const f
     if (dx != nullptr) outer(batch, in, dy, w, dx);
     return;
   }
-  // dw = dy^T x
-  gemm_tn_rows(out, in, batch, dy, out, x, in, dw, in);
-  // dx = dy W
-  if (dx != nullptr) gemm_nn_rows(batch, in, out, dy, out, w, in, dx, in);
+  linear_gemm_dw(batch, in, out, x, dy, dw);
+  if (dx != nullptr) linear_gemm_dx(batch, in, out, dy, w, dx);
 }
 
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
