@@ -8,7 +8,7 @@
 //    (same shapes, same transposes), timed alone two ways at 1 thread, one OpenBLAS call for the
 //    whole batch and as linear.cpp makes it (linear_gemm_*: narrow layers in blocks of rows to
 //    OpenBLAS's small-matrix kernel), the faster counting; with OpenBLAS at 1 thread
-//    (this process's CPU time: one core's rate, steady while other jobs load the machine) and at
+//    (the calling thread's CPU time: one core's rate, steady while other jobs load the machine) and at
 //    2 threads (wall clock: what both cores give, only meaningful on a quiet machine); the rate is
 //    the GEMMs' FLOPs over the better thread count's summed time.
 //  - roofline_sps = rate / (FLOPs per sample): the samples/s the machine allows if every FLOP of
@@ -139,14 +139,18 @@ double interaction_flops(const dense_model_config& m) {
          + 2.0 * n * n * m.dim;          // backward: each vector's gradient, a weighted sum of n
 }
 
-double process_cpu_s() {
+// The calling thread's CPU time. (Until 2026-12-02 the whole process's: that counted OpenBLAS's
+// worker, which spins in sched_yield for a while after the 2-thread GEMMs, into the 1-thread
+// figures measured after them: the interaction and optimizer splits read up to 2x.)
+double thread_cpu_s() {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// Seconds per call of f (wall clock and this process's CPU time, all threads), over repeated
-// calls until min_s of CPU time has been spent (after one warm call).
+// Seconds per call of f (wall clock and the calling thread's CPU time), over repeated calls until
+// min_s of that CPU time has been spent (after one warm call). At 1 OpenBLAS thread the calling
+// thread does all the work.
 struct timing {
   double wall = 0, cpu = 0;
 };
@@ -154,12 +158,12 @@ timing time_per_call(const std::function<void()>& f, double min_s) {
   f();
   int64_t calls = 0;
   auto start = clock_type::now();
-  const double cpu0 = process_cpu_s();
+  const double cpu0 = thread_cpu_s();
   double cpu = 0;
   do {
     f();
     ++calls;
-    cpu = process_cpu_s() - cpu0;
+    cpu = thread_cpu_s() - cpu0;
   } while (cpu < min_s);
   const double wall = std::chrono::duration<double>(clock_type::now() - start).count();
   return {wall / calls, cpu / calls};
