@@ -359,19 +359,23 @@ int interaction_output_size(int slots, int dim) {
 void interaction_forward(int batch, int slots, int dim, const float* x, const float* emb,
                          float* out) {
   const int n = slots + 1, width = interaction_output_size(slots, dim);
+  if (dim == 16 && (n == 9 || n == 27)) {  // the compile-time paths (no scratch to allocate)
+    for (int s = 0; s < batch; ++s) {
+      const float* xs = x + static_cast<size_t>(s) * dim;
+      const float* es = emb + static_cast<size_t>(s) * slots * dim;
+      float* o = out + static_cast<size_t>(s) * width;
+      if (n == 9)
+        sample_dots16_fixed<9>(xs, es, o);
+      else
+        sample_dots16_fixed<27>(xs, es, o);
+    }
+    return;
+  }
   std::vector<const float*> v(n);
   for (int s = 0; s < batch; ++s) {
     const float* xs = x + static_cast<size_t>(s) * dim;
     const float* es = emb + static_cast<size_t>(s) * slots * dim;
     float* o = out + static_cast<size_t>(s) * width;
-    if (dim == 16 && n == 9) {
-      sample_dots16_fixed<9>(xs, es, o);
-      continue;
-    }
-    if (dim == 16 && n == 27) {
-      sample_dots16_fixed<27>(xs, es, o);
-      continue;
-    }
     for (int k = 0; k < n; ++k) v[k] = vec(xs, es, k, dim);
     if (dim == 16) {
       sample_dots16(n, v.data(), o);
@@ -395,6 +399,20 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
 void interaction_backward(int batch, int slots, int dim, const float* x, const float* emb,
                           const float* dout, float* dx, float* demb) {
   const int n = slots + 1, width = interaction_output_size(slots, dim);
+  if (dim == 16 && (n == 9 || n == 27)) {  // G straight from the dots' gradient, no scratch
+    for (int s = 0; s < batch; ++s) {
+      const float* xs = x + static_cast<size_t>(s) * dim;
+      const float* es = emb + static_cast<size_t>(s) * slots * dim;
+      const float* g = dout + static_cast<size_t>(s) * width;
+      float* dxs = dx + static_cast<size_t>(s) * dim;
+      float* des = demb + static_cast<size_t>(s) * slots * dim;
+      if (n == 9)
+        sample_grads16_fixed<9>(xs, es, g, dxs, des);
+      else
+        sample_grads16_fixed<27>(xs, es, g, dxs, des);
+    }
+    return;
+  }
   std::vector<float> gm(static_cast<size_t>(n) * n, 0.0f);
   std::vector<const float*> v(n);
   std::vector<float*> to(n);
@@ -403,16 +421,6 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
     const float* es = emb + static_cast<size_t>(s) * slots * dim;
     const float* g = dout + static_cast<size_t>(s) * width;
     const float* gd = g + dim;
-    if (dim == 16 && n == 9) {  // G straight from gd
-      sample_grads16_fixed<9>(xs, es, g, dx + static_cast<size_t>(s) * dim,
-                              demb + static_cast<size_t>(s) * slots * dim);
-      continue;
-    }
-    if (dim == 16 && n == 27) {
-      sample_grads16_fixed<27>(xs, es, g, dx + static_cast<size_t>(s) * dim,
-                               demb + static_cast<size_t>(s) * slots * dim);
-      continue;
-    }
     for (int i = 0; i < n; ++i) {
       v[i] = vec(xs, es, i, dim);
       for (int j = i + 1; j < n; ++j, ++gd) gm[i * n + j] = gm[j * n + i] = *gd;
