@@ -50,8 +50,9 @@ const float* mlp::forward(int batch, const float* params, const float* x) {
     y.resize(static_cast<size_t>(batch) * out);
     const float* w = params + offsets_[l];
     const float* b = w + static_cast<size_t>(out) * fan_in;
-    linear_forward(batch, fan_in, out, input, w, b, y.data());
-    if (l + 1 < sizes_.size() || relu_last_) relu_forward(y.size(), y.data(), y.data());
+    wt_.resize(static_cast<size_t>(out) * fan_in);
+    linear_forward_relu(batch, fan_in, out, input, w, b, l + 1 < sizes_.size() || relu_last_,
+                        y.data(), wt_.data());
     if (dropped_ && l + 1 < sizes_.size()) {
       const uint64_t layer_key = mix64(key_ ^ mix64(l + 0x0d20f0)) ;
       for (size_t i = 0; i < y.size(); ++i)
@@ -63,32 +64,41 @@ const float* mlp::forward(int batch, const float* params, const float* x) {
   return input;
 }
 
+// Each layer's bias gradient comes from the pass that makes its output's gradient: the last
+// layer's from dy (or dy through the last ReLU), every other layer's from the next layer's input
+// gradient, in the pass that applies the ReLU mask and the dropout scale
+// (linear_backward_relu_input): one pass over each gradient instead of three.
 void mlp::backward(int batch, const float* params, const float* dy, float* grads, float* dx) {
-  size_t layers = sizes_.size();
-  size_t n_out = static_cast<size_t>(batch) * sizes_.back();
-  delta_a_.assign(dy, dy + n_out);
-  if (relu_last_) relu_backward(n_out, outputs_.back().data(), delta_a_.data(), delta_a_.data());
+  const size_t layers = sizes_.size();
+  const size_t n_out = static_cast<size_t>(batch) * sizes_.back();
+  auto bias_grad = [&](size_t l) {
+    const int fan_in = l == 0 ? in_ : sizes_[l - 1];
+    return grads + offsets_[l] + static_cast<size_t>(sizes_[l]) * fan_in;
+  };
+  const float* delta = dy;  // the gradient at layer l's output
+  if (relu_last_) {
+    delta_a_.resize(n_out);
+    relu_backward(n_out, outputs_.back().data(), dy, delta_a_.data());
+    delta = delta_a_.data();
+  }
+  linear_bias_grad(batch, sizes_.back(), delta, bias_grad(layers - 1));
+  const float keep_scale = dropped_ ? 1.0f / (1.0f - dropout_) : 1.0f;
   for (size_t l = layers; l-- > 0;) {
-    int out = sizes_[l];
-    int fan_in = l == 0 ? in_ : sizes_[l - 1];
-    const float* input = l == 0 ? x_ : outputs_[l - 1].data();
+    const int out = sizes_[l];
+    const int fan_in = l == 0 ? in_ : sizes_[l - 1];
     const float* w = params + offsets_[l];
     float* dw = grads + offsets_[l];
-    float* db = dw + static_cast<size_t>(out) * fan_in;
-    float* dinput = dx;
-    if (l > 0) {
-      delta_b_.resize(static_cast<size_t>(batch) * fan_in);
-      dinput = delta_b_.data();
+    if (l == 0) {
+      linear_backward_weights(batch, fan_in, out, x_, w, delta, dx, dw);
+      break;
     }
-    linear_backward(batch, fan_in, out, input, w, delta_a_.data(), dinput, dw, db);
-    if (l > 0) {
-      relu_backward(delta_b_.size(), outputs_[l - 1].data(), delta_b_.data(), delta_b_.data());
-      if (dropped_) {  // dropped units are 0 (relu_backward zeroed them); kept ones were scaled
-        const float keep_scale = 1.0f / (1.0f - dropout_);
-        for (auto& d : delta_b_) d *= keep_scale;
-      }
-      std::swap(delta_a_, delta_b_);
-    }
+    // The input gradient goes to whichever scratch buffer delta is not.
+    std::vector<float>& next = delta == delta_a_.data() ? delta_b_ : delta_a_;
+    next.resize(static_cast<size_t>(batch) * fan_in);
+    // Dropped units are 0 in outputs_[l - 1], so the mask drops them; kept ones were scaled.
+    linear_backward_relu_input(batch, fan_in, out, outputs_[l - 1].data(), w, delta, keep_scale,
+                               next.data(), dw, bias_grad(l - 1));
+    delta = next.data();
   }
 }
 

@@ -56,6 +56,7 @@ class mlp {
   bool dropped_ = false;                      // the last forward applied dropout
   std::vector<std::vector<float>> outputs_;   // per layer, post-activation
   std::vector<float> delta_a_, delta_b_;      // backward scratch
+  std::vector<float> wt_;                     // forward scratch: a small layer's W^T
 };
 
 }  // namespace satrap

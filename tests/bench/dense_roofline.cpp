@@ -4,9 +4,11 @@
 //  - FLOPs per sample of forward + backward: every linear layer's GEMMs (2*in*out each for y, dW
 //    and dX; no dX for the first layer, whose input is data) and the pairwise-dot interaction
 //    (forward n(n-1)/2 dots, backward n x n weighted sums, n = slots + 1, over dim).
-//  - The machine's sgemm rate on the model's own GEMMs: each call satrap's linear layers make
-//    (same OpenBLAS calls, same shapes, same transposes), timed alone, with OpenBLAS at 1 thread
-//    (this process's CPU time: one core's rate, steady while other jobs load the machine) and at
+//  - The machine's sgemm rate on the model's own GEMMs: each GEMM of satrap's linear layers
+//    (same shapes, same transposes), timed alone two ways at 1 thread, one OpenBLAS call for the
+//    whole batch and as linear.cpp makes it (linear_gemm_*: narrow layers in blocks of rows to
+//    OpenBLAS's small-matrix kernel), the faster counting; with OpenBLAS at 1 thread
+//    (the calling thread's CPU time: one core's rate, steady while other jobs load the machine) and at
 //    2 threads (wall clock: what both cores give, only meaningful on a quiet machine); the rate is
 //    the GEMMs' FLOPs over the better thread count's summed time.
 //  - roofline_sps = rate / (FLOPs per sample): the samples/s the machine allows if every FLOP of
@@ -14,7 +16,8 @@
 //  - satrap_sps: the dense step as a trainer runs it (OpenBLAS 1 thread, as `satrap train` sets):
 //    dense_model::forward_backward + dense_optimizer::step on a fixed batch, CPU time (also
 //    printed: by wall clock, and by wall clock with OpenBLAS at 2 threads).
-//  - roofline_fraction = satrap_sps / roofline_sps (goal >= 0.85).
+//  - roofline_fraction = satrap_sps / roofline_sps (goal >= 0.85); roofline_fraction_one_call
+//    against the rate of the one-call GEMMs alone (the roofline of the figures before 2026-12-02).
 // Where the step's time goes is printed beside it: the GEMMs alone at 1 thread, the interaction
 // forward + backward, the optimizer step, and the rest (activations, BCE, copies).
 //
@@ -35,6 +38,7 @@
 
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/interaction.hpp"
+#include "models/dense/linear.hpp"
 #include "models/dense/model_zoo.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -51,11 +55,15 @@ struct shape {
   dense_optimizer_options optimizer;
 };
 
-// One BLAS call of a linear layer, as models/dense/linear.cpp makes it.
+// One GEMM of a linear layer, two ways: `run`, one OpenBLAS call for the whole batch (as
+// models/dense/linear.cpp made them until 2026-12-02), and `blocked`, as linear.cpp makes it now
+// (linear_gemm_*: narrow layers in blocks of rows to OpenBLAS's small-matrix kernel; the same
+// single call for wide ones). The roofline takes the faster of the two per GEMM.
 struct gemm_call {
   std::string what;
   double flops;
   std::function<void()> run;
+  std::function<void()> blocked;  // null: the same as run
 };
 
 struct buffers {
@@ -97,26 +105,27 @@ std::vector<gemm_call> model_gemms(const shape& s, buffers& buf, std::mt19937& r
       const std::string tag = std::string(tower) + std::to_string(in) + "x" + std::to_string(out);
       if (out == 1) {
         calls.push_back({tag + ":fwd", f, [=] {
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, in, 1.0f, x, in, w, 1, 1.0f, y, 1); }});
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, in, 1.0f, x, in, w, 1, 1.0f, y, 1); }, {}});
         calls.push_back({tag + ":dw", f, [=] {
-          cblas_sgemv(CblasRowMajor, CblasTrans, n, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1); }});
+          cblas_sgemv(CblasRowMajor, CblasTrans, n, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1); }, {}});
         if (i > 0 || first_has_dx)
           calls.push_back({tag + ":dx", f, [=] {
             for (int r = 0; r < n; ++r)
               for (int k = 0; k < in; ++k) dx[size_t(r) * in + k] = dy[r] * w[k];
-          }});
+          }, {}});
         continue;
       }
+      float* wt = buf.make(size_t(out) * in, rng);  // W^T, as linear_forward_relu writes it
       calls.push_back({tag + ":fwd", f, [=] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f,
-                    y, out); }});
+                    y, out); }, [=] { linear_gemm_y(n, in, out, x, w, wt, y); }});
       calls.push_back({tag + ":dw", f, [=] {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in,
-                    0.0f, dw, in); }});
+                    0.0f, dw, in); }, [=] { linear_gemm_dw(n, in, out, x, dy, dw); }});
       if (i > 0 || first_has_dx)
         calls.push_back({tag + ":dx", f, [=] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
-                      0.0f, dx, in); }});
+                      0.0f, dx, in); }, [=] { linear_gemm_dx(n, in, out, dy, w, dx); }});
     }
   };
   add_layers("bottom", layers(m.bottom, m.dense_features, m.dim), false);
@@ -130,14 +139,18 @@ double interaction_flops(const dense_model_config& m) {
          + 2.0 * n * n * m.dim;          // backward: each vector's gradient, a weighted sum of n
 }
 
-double process_cpu_s() {
+// The calling thread's CPU time. (Until 2026-12-02 the whole process's: that counted OpenBLAS's
+// worker, which spins in sched_yield for a while after the 2-thread GEMMs, into the 1-thread
+// figures measured after them: the interaction and optimizer splits read up to 2x.)
+double thread_cpu_s() {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// Seconds per call of f (wall clock and this process's CPU time, all threads), over repeated
-// calls until min_s of CPU time has been spent (after one warm call).
+// Seconds per call of f (wall clock and the calling thread's CPU time), over repeated calls until
+// min_s of that CPU time has been spent (after one warm call). At 1 OpenBLAS thread the calling
+// thread does all the work.
 struct timing {
   double wall = 0, cpu = 0;
 };
@@ -145,12 +158,12 @@ timing time_per_call(const std::function<void()>& f, double min_s) {
   f();
   int64_t calls = 0;
   auto start = clock_type::now();
-  const double cpu0 = process_cpu_s();
+  const double cpu0 = thread_cpu_s();
   double cpu = 0;
   do {
     f();
     ++calls;
-    cpu = process_cpu_s() - cpu0;
+    cpu = thread_cpu_s() - cpu0;
   } while (cpu < min_s);
   const double wall = std::chrono::duration<double>(clock_type::now() - start).count();
   return {wall / calls, cpu / calls};
@@ -197,17 +210,26 @@ void run_shape(const shape& s, int reps, double min_s) {
   // Per rep: GEMMs at 1 thread (CPU time: the work of one core, steady under load), at 2
   // threads (wall clock: what two cores deliver, meaningful on a quiet machine only), the step at
   // 1 thread (CPU and wall) and at 2 threads (wall), the interaction and the optimizer (CPU).
-  std::vector<double> gemm_1t, gemm_2t, step_cpu, step_wall, step_2t, inter_t, opt_t;
-  std::vector<std::vector<double>> per_call(calls.size());
+  std::vector<double> gemm_1t, gemm_1t_one, gemm_2t, step_cpu, step_wall, step_2t, inter_t, opt_t;
+  std::vector<std::vector<double>> per_call(calls.size()), per_call_blocked(calls.size());
   for (int r = 0; r < reps; ++r) {
     for (int threads : {1, 2}) {
       openblas_set_num_threads(threads);
-      double total = 0;
+      double total = 0, total_one = 0;
       for (size_t c = 0; c < calls.size(); ++c) {
         timing t = time_per_call(calls[c].run, min_s / double(calls.size()));
-        total += threads == 1 ? t.cpu : t.wall;
-        if (threads == 1) per_call[c].push_back(t.cpu);
+        double best = threads == 1 ? t.cpu : t.wall;
+        if (threads == 1) {
+          per_call[c].push_back(t.cpu);
+          double b = t.cpu;
+          if (calls[c].blocked) b = time_per_call(calls[c].blocked, min_s / double(calls.size())).cpu;
+          per_call_blocked[c].push_back(b);
+          best = std::min(best, b);
+        }
+        total += best;
+        if (threads == 1) total_one += t.cpu;
       }
+      if (threads == 1) gemm_1t_one.push_back(total_one);
       (threads == 1 ? gemm_1t : gemm_2t).push_back(total);
       timing st = time_per_call(step, min_s);
       if (threads == 1) {
@@ -233,9 +255,11 @@ void run_shape(const shape& s, int reps, double min_s) {
   const double satrap_sps = s.batch / s1;
   const double inter = median(inter_t), opt = median(opt_t);
   for (size_t c = 0; c < calls.size(); ++c) {
-    double t = median(per_call[c]);
-    std::printf("%s gemm %-18s %8.3f ms %6.1f GFLOP/s (1 thread, CPU time)\n", s.name.c_str(),
-                calls[c].what.c_str(), t * 1e3, calls[c].flops / t * 1e-9);
+    double t = median(per_call[c]), tb = median(per_call_blocked[c]);
+    std::printf("%s gemm %-18s %8.3f ms %6.1f GFLOP/s one call, %8.3f ms %6.1f GFLOP/s as "
+                "linear.cpp (1 thread, CPU time)\n",
+                s.name.c_str(), calls[c].what.c_str(), t * 1e3, calls[c].flops / t * 1e-9,
+                tb * 1e3, calls[c].flops / tb * 1e-9);
   }
   std::printf("%s step at 1 thread (CPU time): %.3f ms = gemm %.3f + interaction %.3f + "
               "optimizer %.3f + rest %.3f\n",
@@ -243,10 +267,11 @@ void run_shape(const shape& s, int reps, double min_s) {
               (s1 - g1 - inter - opt) * 1e3);
   std::printf("model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
               "roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f satrap_2t_wall_sps=%.0f "
-              "roofline_fraction=%.3f reps=%d\n",
+              "roofline_fraction=%.3f roofline_fraction_one_call=%.3f reps=%d\n",
               s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9,
               gemm_flops / g2 * 1e-9, roofline_sps, satrap_sps, s.batch / median(step_wall),
-              s.batch / median(step_2t), satrap_sps / roofline_sps, reps);
+              s.batch / median(step_2t), satrap_sps / roofline_sps,
+              satrap_sps / (gemm_flops / std::min(median(gemm_1t_one), g2) / flops_per_sample), reps);
   std::fflush(stdout);
 }
 
