@@ -13,6 +13,7 @@
 // Last line: key=value pairs, among them lookup_ratio=, update_ratio=, bytes_ratio=.
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/huge_pages.hpp"
+#include "tests/bench/store_bench_ids.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -42,12 +43,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double cpu_s() {  // this thread's CPU time
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 // Resident bytes of the process: what the allocations really cost in memory.
 size_t resident_bytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
@@ -59,33 +54,10 @@ size_t resident_bytes() {
   return resident * 4096;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Batches of distinct ids: Zipf(1.1) ranks by inverse CDF, scattered by an affine bijection.
 std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, uint64_t seed) {
-  std::vector<double> cdf(rows);
-  double sum = 0;
-  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, sum);
-  std::vector<uint8_t> seen(rows, 0);
-  std::vector<std::vector<uint64_t>> out(batches);
   size_t draws = 0;
-  for (auto& b : out) {
-    std::fill(seen.begin(), seen.end(), 0);
-    while (b.size() < std::min(batch_ids, rows)) {
-      auto rank = static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
-      uint64_t id = (rank * 2654435761ULL + 12345) % rows;  // odd, not a multiple of 5: a bijection
-      ++draws;
-      if (!seen[id]) {
-        seen[id] = 1;
-        b.push_back(id);
-      }
-    }
-  }
+  auto out = bench::id_batches(rows, batches, batch_ids, seed, false, &draws);
   std::printf("batches: %zu x %zu distinct ids from %zu Zipf(1.1) draws\n", batches, batch_ids, draws);
   return out;
 }
@@ -138,14 +110,14 @@ struct map_store {
 template <class S>
 void run_once(S& s, const std::vector<std::vector<uint64_t>>& batches, const std::vector<float>& g,
               std::vector<float>& out, timing& t, double& checksum) {
-  double t0 = now_s(), c0 = cpu_s();
+  double t0 = now_s(), c0 = bench::thread_cpu_s();
   for (auto& b : batches) {
     s.lookup(b, out.data());
     checksum += out[7];
   }
-  double t1 = now_s(), c1 = cpu_s();
+  double t1 = now_s(), c1 = bench::thread_cpu_s();
   for (auto& b : batches) s.update(b, g.data());
-  double t2 = now_s(), c2 = cpu_s();
+  double t2 = now_s(), c2 = bench::thread_cpu_s();
   t.lookup_s.push_back(t1 - t0);
   t.update_s.push_back(t2 - t1);
   t.lookup_cpu_s.push_back(c1 - c0);
@@ -238,7 +210,7 @@ int main(int argc, char** argv) {
                 ta.update_cpu_s.empty() ? 0.0 : 1e3 * ta.update_cpu_s.back());
   }
   const double ids_per_rep = double(nbatches) * batch_ids;
-  auto rate = [&](const std::vector<double>& s) { return s.empty() ? 0.0 : ids_per_rep / median(s); };
+  auto rate = [&](const std::vector<double>& s) { return s.empty() ? 0.0 : ids_per_rep / bench::median(s); };
   double fl = rate(tf.lookup_s), fu = rate(tf.update_s), sl = rate(ts.lookup_s), su = rate(ts.update_s),
          ml = rate(tm.lookup_s), mu = rate(tm.update_s), al = rate(ta.lookup_s), au = rate(ta.update_s);
   double cfl = rate(tf.lookup_cpu_s), cfu = rate(tf.update_cpu_s), csl = rate(ts.lookup_cpu_s),

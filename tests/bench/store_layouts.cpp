@@ -30,6 +30,7 @@
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/huge_pages.hpp"
 #include "models/embedding/id_map.hpp"
+#include "tests/bench/store_bench_ids.hpp"
 
 #include <time.h>
 
@@ -49,48 +50,6 @@ namespace {
 constexpr int dim = 16;
 constexpr size_t batch_ids = 65536, row_floats = dim + 1, ahead = 16, choices = 4;
 
-double cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches) {
-  std::vector<double> cdf(rows);
-  double sum = 0;
-  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
-  std::mt19937_64 rng(20240611);
-  std::uniform_real_distribution<double> u(0.0, sum);
-  std::vector<uint8_t> seen(rows, 0);
-  std::vector<std::vector<uint64_t>> out(batches);
-  for (auto& b : out) {
-    std::fill(seen.begin(), seen.end(), 0);
-    while (b.size() < std::min(batch_ids, rows)) {
-      uint64_t id = (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
-                         * 2654435761ULL + 12345) % rows;
-      if (!seen[id]) {
-        seen[id] = 1;
-        b.push_back(id);
-      }
-    }
-  }
-  return out;
-}
-
-size_t anon_huge_mib() {
-  FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
-  char line[256];
-  size_t kib = 0;
-  while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
-  if (f) std::fclose(f);
-  return kib / 1024;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the
 // id, bit 4 promotion searched without a path), the row (16 weights + the row-wise Adagrad
@@ -262,7 +221,7 @@ int main(int argc, char** argv) {
   int reps = argc > 2 ? std::stoi(argv[2]) : 3;
   double load = argc > 3 ? std::stod(argv[3]) : 0.95;
   bool cold = argc > 4 && std::string(argv[4]) == "cold";
-  auto batches = make_batches(rows, 8);
+  auto batches = bench::id_batches(rows, 8, batch_ids, 20240611);
 
   embedding_options o;
   o.dim = dim;
@@ -305,7 +264,7 @@ int main(int argc, char** argv) {
     hot_n = rows - static_cast<size_t>(std::count(count.begin(), count.end(), 0));
   }
   for (cuckoo* c : {&ck, &ch, &cp}) {
-    double t0 = cpu_s();
+    double t0 = bench::thread_cpu_s();
     for (size_t i = 0; i < rows; ++i) {
       uint64_t r = c == &ch ? hot_first[i] : i;
       float row[row_floats];
@@ -316,7 +275,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    double fill_s = cpu_s() - t0;
+    double fill_s = bench::thread_cpu_s() - t0;
     size_t at[choices] = {};
     for (size_t p = 0; p < c->n; ++p)
       if (c->s[p].meta & 1) ++at[(c->s[p].meta >> 2) & 3];
@@ -435,7 +394,7 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < flush.size(); i += 8) x += flush[i]++;
           sink += static_cast<double>(x & 1);
         }
-        double c0 = cpu_s();
+        double c0 = bench::thread_cpu_s();
         switch (v) {
           case 0:
             for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
@@ -461,13 +420,13 @@ int main(int argc, char** argv) {
           case 14: plain(cp, b, copy_op, true); break;
           case 15: plain(cp, b, step_op, true); break;
         }
-        t[v].push_back((cpu_s() - c0) * 1e9 / static_cast<double>(n));
+        t[v].push_back((bench::thread_cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += out[5] + out[n * dim - 1];
       }
     }
   std::printf("%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB, store "
               "%zu MiB, each cuckoo table %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
-              rows, batch_ids, reps, kern.name, anon_huge_mib(), rows * row_floats * 4 >> 20,
+              rows, batch_ids, reps, kern.name, (bench::anon_huge_kib() / 1024), rows * row_floats * 4 >> 20,
               static_cast<size_t>(store.counters().bytes >> 20), ck.n * sizeof(slot) >> 20, sink);
   if (!t[14].empty()) {
     size_t at[choices] = {}, total = 0;
@@ -489,13 +448,13 @@ int main(int argc, char** argv) {
                 double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
                 double(at[3]) / double(total));
     for (int r = 0; r < reps; ++r)
-      std::printf(" %.1f", median(std::vector<double>(t[14].begin() + r * 8, t[14].begin() + r * 8 + 8)));
+      std::printf(" %.1f", bench::median(std::vector<double>(t[14].begin() + r * 8, t[14].begin() + r * 8 + 8)));
     std::printf("\n");
   }
   std::printf("(%s)\n", cold ? "cold: 1 GiB streamed before each variant" : "warm: one variant per table in turn");
-  for (int v : order) std::printf("%-12s %7.1f\n", names[v], median(t[v]));
-  double f = median(t[0]), fu = median(t[6]);
-  auto ratio = [&](double base, int v) { return t[v].empty() ? 0.0 : base / median(t[v]); };
+  for (int v : order) std::printf("%-12s %7.1f\n", names[v], bench::median(t[v]));
+  double f = bench::median(t[0]), fu = bench::median(t[6]);
+  auto ratio = [&](double base, int v) { return t[v].empty() ? 0.0 : base / bench::median(t[v]); };
   std::printf("store_lookup_ratio=%.3f peek_ratio=%.3f cuckoo1_lookup_ratio=%.3f cuckoo2_lookup_ratio=%.3f "
               "hot_cuckoo1_lookup_ratio=%.3f hot_cuckoo2_lookup_ratio=%.3f store_update_ratio=%.3f "
               "cuckoo2_update_ratio=%.3f hot_cuckoo1_update_ratio=%.3f plain_lookup_ratio=%.3f hot_plain_lookup_ratio=%.3f "

@@ -17,6 +17,7 @@
 #include "models/embedding/huge_pages.hpp"
 #include "models/embedding/row_index.hpp"
 #include "models/embedding/row_slabs.hpp"
+#include "tests/bench/store_bench_ids.hpp"
 
 #include <time.h>
 
@@ -35,50 +36,6 @@ namespace {
 constexpr int dim = 16;
 constexpr size_t batch_ids = 65536, row_floats = dim + 1, ahead = 16;
 
-double cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// The bench's batches: distinct Zipf(1.1) ranks scattered by an affine bijection (or uniform).
-std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, bool uniform) {
-  std::vector<double> cdf(rows);
-  double sum = 0;
-  for (size_t r = 0; r < rows; ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
-  std::mt19937_64 rng(20240611);
-  std::uniform_real_distribution<double> u(0.0, sum);
-  std::vector<uint8_t> seen(rows, 0);
-  std::vector<std::vector<uint64_t>> out(batches);
-  for (auto& b : out) {
-    std::fill(seen.begin(), seen.end(), 0);
-    while (b.size() < std::min(batch_ids, rows)) {
-      uint64_t id = uniform ? rng() % rows
-                            : (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
-                                   * 2654435761ULL + 12345) % rows;
-      if (!seen[id]) {
-        seen[id] = 1;
-        b.push_back(id);
-      }
-    }
-  }
-  return out;
-}
-
-size_t anon_huge_kib() {
-  FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
-  char line[256];
-  size_t kib = 0;
-  while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
-  if (f) std::fclose(f);
-  return kib;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -86,7 +43,7 @@ int main(int argc, char** argv) {
   size_t rows = argc > 1 ? std::stoull(argv[1]) : 10'000'000;
   int reps = argc > 2 ? std::stoi(argv[2]) : 3;
   bool uniform = argc > 3 && std::string(argv[3]) == "uniform";
-  auto batches = make_batches(rows, 8, uniform);
+  auto batches = bench::id_batches(rows, 8, batch_ids, 20240611, uniform);
 
   embedding_options o;
   o.dim = dim;
@@ -131,7 +88,7 @@ int main(int argc, char** argv) {
     for (auto& b : batches) {
       const size_t n = b.size();
       for (int v = 0; v < variants; ++v) {
-        double c0 = cpu_s();
+        double c0 = bench::thread_cpu_s();
         uint64_t acc = 0;
         switch (v) {
           case 0:
@@ -171,22 +128,22 @@ int main(int argc, char** argv) {
             }
             break;
         }
-        t[v].push_back((cpu_s() - c0) * 1e9 / static_cast<double>(n));
+        t[v].push_back((bench::thread_cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += static_cast<double>(acc % 7) + out[5];
       }
     }
   std::printf("%s ids, %zu rows, %zu x %zu ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB on huge "
               "pages, store %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
-              uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, anon_huge_kib() / 1024,
+              uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, bench::anon_huge_kib() / 1024,
               rows * row_floats * 4 >> 20, static_cast<size_t>(store.counters().bytes >> 20), sink);
-  for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], median(t[v]));
+  for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
   std::printf("ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f\n",
-              median(t[5]) / median(t[7]), median(t[5]) / median(t[8]), median(t[5]) / median(t[9]),
-              median(t[5]) / median(t[6]));
+              bench::median(t[5]) / bench::median(t[7]), bench::median(t[5]) / bench::median(t[8]), bench::median(t[5]) / bench::median(t[9]),
+              bench::median(t[5]) / bench::median(t[6]));
   std::printf("index_home=%.1f hash=%.1f index=%.1f rows=%.1f copy=%.1f fp16=%.1f flat=%.1f flat_4k=%.1f store=%.1f peek=%.1f "
               "store_fp16=%.1f\n",
-              median(t[10]), median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[4]), median(t[5]), median(t[6]),
-              median(t[7]), median(t[8]), median(t[9]));
+              bench::median(t[10]), bench::median(t[0]), bench::median(t[1]), bench::median(t[2]), bench::median(t[3]), bench::median(t[4]), bench::median(t[5]), bench::median(t[6]),
+              bench::median(t[7]), bench::median(t[8]), bench::median(t[9]));
   huge_free(flat, rows * row_floats * 4);
   return 0;
 }
