@@ -5,7 +5,7 @@
 set -euo pipefail
 satrap=$1
 work=$(mktemp -d /tmp/satrap-stopcont.XXXXXX)
-base=$(( 40000 + ($$ % 2000) * 10 ))
+base=$(( 30000 + ($$ % 270) * 10 ))  # 30000-32699: below the ephemeral range (tests/README.md)
 pid=""
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT

@@ -10,7 +10,7 @@ batches=${2:-}
 work=$(mktemp -d /tmp/satrap-cluster-test.XXXXXX)
 state="$work/state"
 # Ports: a block chosen from the test's pid so parallel runs do not collide.
-base=$(( 30000 + ($$ % 2000) * 10 ))
+base=$(( 20000 + ($$ % 500) * 10 ))  # 20000-24999: below the ephemeral range (tests/README.md)
 cleanup() {
   "$satrap" down --manifest "$work/manifest.yaml" --state-dir "$state" >/dev/null 2>&1 || true
   pkill -9 -f -- "--state-dir $state" 2>/dev/null || true
