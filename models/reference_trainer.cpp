@@ -9,9 +9,6 @@
 
 namespace satrap {
 
-namespace {
-
-// Pooled embeddings of one batch: batch x slots x dim.
 void pool_batch(const batch& b, embedding_table& table, pooling mode, dedup_result& dedup,
                 std::vector<float>& rows, std::vector<float>& pooled) {
   int dim = table.options().dim;
@@ -21,8 +18,6 @@ void pool_batch(const batch& b, embedding_table& table, pooling mode, dedup_resu
   pooled.resize(static_cast<size_t>(b.size) * b.slots * dim);
   pool_forward(mode, dim, b.offsets, dedup.inverse, rows.data(), pooled.data());
 }
-
-}  // namespace
 
 reference_result reference_train(const synthetic_generator& data, const reference_options& options) {
   SATRAP_ASSERT(options.model.slots == data.options().slots &&

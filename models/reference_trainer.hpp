@@ -33,6 +33,11 @@ struct reference_result {
   double samples_per_sec = 0.0;      // train samples / train wall time (data generation included)
 };
 
+// Pooled embeddings of one batch (batch x slots x dim): dedup_ids -> table.lookup(unique) ->
+// pool_forward; `dedup` and `rows` are the caller's scratch (and keep the batch's ids and rows).
+void pool_batch(const batch& b, embedding_table& table, pooling mode, dedup_result& dedup,
+                std::vector<float>& rows, std::vector<float>& pooled);
+
 // Per train batch: dedup_ids -> table.lookup(unique) -> pool_forward -> forward_backward
 // (loss_scale = 1/batch_size) -> dense step -> pool_backward into zeroed grad_unique ->
 // table.update(unique, grad_unique). Then forward on the test batches (with the dense weights'

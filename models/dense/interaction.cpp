@@ -384,7 +384,6 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
     std::memcpy(o, xs, sizeof(float) * dim);
     switch (dim) {
       case 8: sample_dots<1>(n, dim, v.data(), o + dim); break;
-      case 16: sample_dots<2>(n, dim, v.data(), o + dim); break;
       case 32: sample_dots<4>(n, dim, v.data(), o + dim); break;
       default: sample_dots<0>(n, dim, v.data(), o + dim); break;
     }
@@ -439,7 +438,6 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
       const float* pass = i == 0 ? g : nullptr;
       switch (dim) {
         case 8: vector_grad<1>(n, dim, gi, v.data(), pass, to); break;
-        case 16: vector_grad<2>(n, dim, gi, v.data(), pass, to); break;
         case 32: vector_grad<4>(n, dim, gi, v.data(), pass, to); break;
         default: vector_grad<0>(n, dim, gi, v.data(), pass, to); break;
       }

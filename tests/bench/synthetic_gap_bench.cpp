@@ -26,6 +26,7 @@
 #include "models/embedding/id_map.hpp"
 #include "models/embedding/pooling.hpp"
 #include "models/metrics.hpp"
+#include "models/reference_trainer.hpp"
 
 using namespace satrap;
 
@@ -91,11 +92,7 @@ int main(int argc, char** argv) {
   for (int64_t step = 0; step < train_batches; ++step) {
     batch b = gen.make_batch(data_split::train, step, bs);
     for (uint64_t id : b.ids) ++count[id];
-    dd = dedup_ids(b.ids);
-    rows.resize(dd.unique.size() * dim);
-    table.lookup(dd.unique, rows.data());
-    pooled.resize(static_cast<size_t>(bs) * b.slots * dim);
-    pool_forward(pooling::sum, dim, b.offsets, dd.inverse, rows.data(), pooled.data());
+    pool_batch(b, table, pooling::sum, dd, rows, pooled);
     pooled_grad.resize(pooled.size());
     model->forward_backward(bs, b.dense.data(), pooled.data(), b.labels.data(), 1.0f / bs, logits.data(),
                             pooled_grad.data());
