@@ -17,7 +17,7 @@
 // than wall time; store_ms: the store's own lookup of one request (embedding_table::lookup in
 // this process, same ids, same table shape), the part no transport can hide.
 // usage: remote_lookup_bench [ids_per_request=65536] [requests=16] [reps=15] [dim=16] [window=4]
-//                            [port=40000 + pid % 10000]  (the shard's port; the raw server's is port + 1)
+//                            [port=10000 + pid % 9998]  (the shard's port; the raw server's is port + 1)
 #include "actors/embedding_shard/embedding_shard.hpp"
 #include "actors/type_registry.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   int reps = argc > 3 ? std::max(1, std::atoi(argv[3])) : 15;
   int dim = argc > 4 ? std::atoi(argv[4]) : 16;
   int window = argc > 5 ? std::max(1, std::atoi(argv[5])) : 4;
-  auto base = static_cast<uint16_t>(argc > 6 ? std::atoi(argv[6]) : 40000 + getpid() % 10000);
+  auto base = static_cast<uint16_t>(argc > 6 ? std::atoi(argv[6]) : 10000 + getpid() % 9998);
   // Eight batches of unique ids, made before any fork so both children know their sizes.
   std::mt19937_64 rng(42);
   std::vector<std::vector<uint64_t>> id_batches;
