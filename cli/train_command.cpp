@@ -31,7 +31,7 @@ namespace satrap {
 void train_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand("train", "Train one job embedded in this process, then evaluate it "
                                      "on held-out data.\nWith no options: the default DLRM on the "
-                                     "default synthetic data (10M samples, about 30 s on 2 cores).");
+                                     "default synthetic data (12.3M samples, about 40 s on 2 cores).");
   sub_->add_flag("--json", json_, "end with one JSON line of the results");
   sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")

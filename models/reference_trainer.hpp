@@ -13,15 +13,37 @@
 
 namespace satrap {
 
+// The default job's settings (`satrap train` with no options), chosen on validation AUC on the
+// default synthetic data (README, "Validation, early stopping, schedules"): a DLRM whose top is one
+// linear layer over [bottom, pairwise dots, raw embeddings] (dot_cat), Adagrad rows at rate 0.3
+// from a 1e-6 accumulator, and the dense weights' moving average evaluated.
+inline dense_model_config default_job_model() {
+  dense_model_config m;
+  m.interaction = dlrm_interaction::dot_cat;
+  m.top = {};
+  return m;
+}
+inline embedding_options default_job_embedding() {
+  embedding_options e;
+  e.learning_rate = 0.3f;
+  e.initial_accumulator = 1e-6f;
+  return e;
+}
+inline dense_optimizer_options default_job_dense() {
+  dense_optimizer_options d;
+  d.ema_decay = 0.9995f;
+  return d;
+}
+
 // A whole reference run. The defaults are the tuned defaults of `satrap train`.
 struct reference_options {
-  dense_model_config model;           // dense model type and shape (slots/dense_features must match the data)
-  embedding_options embedding;        // embedding table + sparse optimizer (dim must match model.dim)
-  dense_optimizer_options dense;      // dense optimizer
+  dense_model_config model = default_job_model();        // dense model type and shape (slots/dense_features must match the data)
+  embedding_options embedding = default_job_embedding();  // embedding table + sparse optimizer (dim must match model.dim)
+  dense_optimizer_options dense = default_job_dense();    // dense optimizer
   pooling pool = pooling::sum;        // bag pooling
-  int batch_size = 1024;              // samples per train/test batch
-  int64_t train_batches = 10000;      // train batches, split train, index 0..n-1
-  int64_t test_batches = 100;         // test batches, split test, index 0..n-1
+  int batch_size = 512;               // samples per train/test batch
+  int64_t train_batches = 24000;      // train batches (12.3M samples), split train, index 0..n-1
+  int64_t test_batches = 200;         // test batches (102,400 samples), split test, index 0..n-1
   uint64_t seed = 7;                  // dense model init
 };
 

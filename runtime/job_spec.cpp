@@ -36,6 +36,13 @@ std::vector<job_field> make_fields() {
   for (auto section : {model_fields, data_fields, run_fields})
     for (auto& f : section())
       fields.push_back(std::move(f));
+  for (auto& f : fields)  // every path that sets a key (file, flag, serving) records it
+    f.set = [key = f.key, set = std::move(f.set)](job_spec& spec, const std::string& text) {
+      auto want = set(spec, text);
+      if (want.empty())
+        spec.keys_set.insert(key);
+      return want;
+    };
   return fields;
 }
 

@@ -21,6 +21,7 @@
 #include <caf/error.hpp>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,11 @@ struct job_spec {
   supervision_spec supervision;
   metrics_spec metrics;
   job_timing timing;                    // timeouts and intervals (runtime/knobs.hpp)
+  // The keys a file or a flag set (every job_field's `set` records its key). job_spec_finalize
+  // reads it for the defaults that depend on other keys: the default job's DLRM settings (a
+  // linear top over dot_cat, the dense weight average) give way for the other model types and
+  // for training.device cuda unless the key was set.
+  std::set<std::string> keys_set;
 };
 
 // Whether the job evaluates a validation split while it trains.

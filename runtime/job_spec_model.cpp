@@ -1,6 +1,7 @@
 // The model.* keys of the job spec: the dense network, the dense optimizer and its schedule, the
 // embedding tables and their sparse optimizer. Their rows in the key table and the checks of the
 // keys taken together. (See job_spec_fields.hpp for how the job spec's files are laid out.)
+#include "models/reference_trainer.hpp"
 #include "runtime/job_spec_fields.hpp"
 
 namespace satrap::job_spec_detail {
@@ -119,6 +120,25 @@ std::vector<job_field> model_fields() {
 // Runs after data_finalize has set the network's slots and dense features from the data.
 caf::error model_finalize(job_spec& spec) {
   auto& net = spec.model.network;
+  // The default job's settings (reference_trainer.hpp: a linear top over dot_cat, the dense
+  // weights' average) are the CPU DLRM's. Another model type, or training.device cuda (whose DLRM
+  // has the dot interaction and no weight average), gets the zoo's deep MLP, the dot interaction
+  // and no average, for each of those keys neither set by a file or flag nor changed in code; a key
+  // that was set is held to what it asked by the checks below.
+  auto set = [&](const char* key) { return spec.keys_set.count(key) > 0; };
+  const bool cuda = spec.training.device == dense_device::cuda;
+  if (net.type != dense_model_type::dlrm || cuda) {
+    if (!set("model.top") && net.top == default_job_model().top)
+      net.top = dense_model_config{}.top;
+    if (!set("model.interaction") && net.interaction == default_job_model().interaction)
+      net.interaction = dense_model_config{}.interaction;
+  }
+  if (cuda && !set("model.dense_optimizer.ema_decay")
+      && spec.model.dense.ema_decay == default_job_dense().ema_decay)
+    spec.model.dense.ema_decay = 0.0f;
+  if (net.type == dense_model_type::dlrm && net.dropout > 0.0f && net.top.empty())
+    return bad_spec("model.dropout: the top MLP has no hidden layers to drop (model.top is []); give "
+                    "model.top hidden sizes, e.g. --top 64,32");
   if (net.bottom.empty() && net.dense_features != net.dim)
     return bad_spec("model.bottom: expected at least one layer");
   for (auto [s, what] : {std::pair{&spec.model.dense.schedule, "model.dense_optimizer.schedule"},

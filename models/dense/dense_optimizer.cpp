@@ -2,6 +2,7 @@
 #include "models/assert.hpp"
 
 #include <cassert>
+#include <algorithm>
 #include <cmath>
 
 namespace satrap {
@@ -91,7 +92,10 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
       ema_.assign(params.begin(), params.end());
     } else {
       SATRAP_ASSERT(ema_.size() == n);
-      const float d = options_.ema_decay, e = 1.0f - d;
+      // The decay warms up as TensorFlow's ExponentialMovingAverage with num_updates does, so a
+      // short job averages its last steps, not its first: min(d, (1 + t) / (10 + t)).
+      const float t = static_cast<float>(steps_);
+      const float d = std::min(options_.ema_decay, (1.0f + t) / (10.0f + t)), e = 1.0f - d;
       for (size_t i = 0; i < n; ++i) ema_[i] = d * ema_[i] + e * params[i];
     }
   }

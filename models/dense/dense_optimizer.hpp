@@ -21,8 +21,9 @@ struct dense_optimizer_options {
   float beta2 = 0.999f;                                    // Adam second-moment decay
   float weight_decay = 0.0f;                               // L2 coefficient
   lr_schedule schedule;                                    // learning_rate x lr_factor(step)
-  // > 0: keep an exponential moving average of the weights, ema = d * ema + (1 - d) * w after
-  // every step (the first step's weights start it); evaluation reads it instead of w (Polyak-style
+  // > 0: keep an exponential moving average of the weights, ema = d_t * ema + (1 - d_t) * w after
+  // step t (the first step's weights start it), d_t = min(ema_decay, (1 + t) / (10 + t)) so that
+  // a short run averages its last steps; evaluation reads it instead of w (Polyak-style
   // averaging against the last steps' noise). 0: off, no copy kept.
   float ema_decay = 0.0f;
 };

@@ -93,6 +93,7 @@ TEST_CASE("staleness 0 with several actors gives the loss trajectory of the plai
 TEST_CASE("a dense weight average (ema_decay) is what both the actors and the plain loop test") {
   auto spec = small_job();
   spec.training.staleness = 0;
+  spec.model.dense.ema_decay = 0.0f;  // (the default job averages)
   auto plain_weights = check_against_plain_loop(spec);
   spec.model.dense.ema_decay = 0.9f;
   auto averaged = check_against_plain_loop(spec);

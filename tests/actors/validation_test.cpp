@@ -110,6 +110,7 @@ TEST_CASE("early stopping with a dense weight average restores the average exact
   spec.training.eval_every = 10;
   spec.training.early_stopping.patience = 2;
   spec.training.early_stopping.min_delta = 1.0;
+  spec.model.dense.ema_decay = 0.0f;  // (the default job averages)
   auto plain = run_job(spec);
   spec.model.dense.ema_decay = 0.9f;
   auto r = run_job(spec);

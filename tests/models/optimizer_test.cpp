@@ -1,6 +1,7 @@
 // Dense optimizers and the embedding table's sparse optimizers against their formulas.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -71,7 +72,7 @@ TEST_CASE("dense adam follows the bias-corrected update over 3 steps") {
   for (size_t i = 0; i < 2; ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-5));
 }
 
-TEST_CASE("dense ema_decay keeps ema = d*ema + (1-d)*w after every step, started by the first") {
+TEST_CASE("dense ema_decay keeps ema = d_t*ema + (1-d_t)*w after step t, d_t = min(d, (1+t)/(10+t))") {
   dense_optimizer_options o;
   o.kind = dense_optimizer_kind::sgd;
   o.learning_rate = 0.1f;
@@ -80,14 +81,18 @@ TEST_CASE("dense ema_decay keeps ema = d*ema + (1-d)*w after every step, started
   dense_optimizer opt(o, w.size());
   CHECK(opt.ema().empty());
   std::vector<double> ref = {1.0, -2.0}, ema;
-  for (const auto& g : kGrads) {
-    opt.step(w, g);
-    for (size_t i = 0; i < 2; ++i) ref[i] -= 0.1 * g[i];
-    if (ema.empty())
-      ema = ref;
-    else
-      for (size_t i = 0; i < 2; ++i) ema[i] = 0.75 * ema[i] + 0.25 * ref[i];
-  }
+  int t = 0;
+  for (int rep = 0; rep < 12; ++rep)  // past t = 26, where (1+t)/(10+t) reaches 0.75
+    for (const auto& g : kGrads) {
+      opt.step(w, g);
+      ++t;
+      for (size_t i = 0; i < 2; ++i) ref[i] -= 0.1 * g[i];
+      const double d = std::min(0.75, (1.0 + t) / (10.0 + t));
+      if (ema.empty())
+        ema = ref;
+      else
+        for (size_t i = 0; i < 2; ++i) ema[i] = d * ema[i] + (1.0 - d) * ref[i];
+    }
   REQUIRE(opt.ema().size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     CHECK(w[i] == doctest::Approx(ref[i]).epsilon(1e-6));  // the weights themselves are untouched

@@ -192,6 +192,7 @@ TEST_CASE("validation, early stopping, schedule, interaction and dropout keys su
   REQUIRE(job_spec_load_text(R"(
 model:
   interaction: dot_cat
+  top: [64, 32]
   dropout: 0.25
   dense_optimizer: {schedule: {kind: cosine, warmup_steps: 10, decay_steps: 1000, min_factor: 0.1}}
   embedding: {schedule: {kind: step, decay_steps: 500, decay_rate: 0.5}}
