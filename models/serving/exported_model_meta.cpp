@@ -20,6 +20,14 @@ const char* init_name(embedding_init_kind k) {
   }
   return "uniform";
 }
+const char* interaction_name(dlrm_interaction i) {
+  switch (i) {
+    case dlrm_interaction::dot: return "dot";
+    case dlrm_interaction::cat: return "cat";
+    case dlrm_interaction::dot_cat: return "dot_cat";
+  }
+  return "dot";
+}
 
 }  // namespace
 
@@ -36,7 +44,7 @@ nlohmann::json meta_json(const exported_model_meta& m) {
     {"network",
      {{"type", dense_model_type_name(n.type)}, {"dense_features", n.dense_features},
       {"slots", n.slots}, {"dim", n.dim}, {"bottom", n.bottom}, {"top", n.top},
-      {"cross_layers", n.cross_layers}}},
+      {"cross_layers", n.cross_layers}, {"interaction", interaction_name(n.interaction)}}},
     {"pooling", pooling_name(m.pool)},
     {"embedding",
      {{"dim", m.embedding.dim}, {"init", init_name(m.embedding.init)},
@@ -74,6 +82,18 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     m.network.bottom = n.at("bottom").get<std::vector<int>>();
     m.network.top = n.at("top").get<std::vector<int>>();
     m.network.cross_layers = n.at("cross_layers").get<int>();
+    if (n.contains("interaction")) {  // exports from before the interaction key are dot
+      auto inter = n.at("interaction").get<std::string>();
+      bool found = false;
+      for (auto i : {dlrm_interaction::dot, dlrm_interaction::cat, dlrm_interaction::dot_cat})
+        if (inter == interaction_name(i)) {
+          m.network.interaction = i;
+          found = true;
+        }
+      if (!found)
+        return make_model_error(where + ": unknown network interaction '" + inter
+                                + "' (dot, cat or dot_cat)");
+    }
     m.pool = j.at("pooling").get<std::string>() == "mean" ? pooling::mean : pooling::sum;
     auto& e = j.at("embedding");
     m.embedding.dim = e.at("dim").get<int>();

@@ -28,10 +28,12 @@ struct fixture {
   std::vector<uint64_t> trained;
   std::vector<std::vector<float>> rows;  // as the table reads them
 
-  explicit fixture(weight_precision precision, uint32_t shards = 1, feature_crosses crosses = {}) {
+  explicit fixture(weight_precision precision, uint32_t shards = 1, feature_crosses crosses = {},
+                   dlrm_interaction interaction = dlrm_interaction::dot) {
     dir = fs::temp_directory_path() / ("satrap-serving-test-" + std::to_string(::getpid()) + "-"
                                        + std::to_string(static_cast<int>(precision)) + "-"
-                                       + std::to_string(shards) + "-" + std::to_string(crosses.size()));
+                                       + std::to_string(shards) + "-" + std::to_string(crosses.size())
+                                       + "-" + std::to_string(static_cast<int>(interaction)));
     fs::remove_all(dir);
     meta.name = "t";
     meta.version = "v";
@@ -40,6 +42,7 @@ struct fixture {
     meta.network.dim = 8;
     meta.network.bottom = {4};
     meta.network.top = {6};
+    meta.network.interaction = interaction;
     meta.embedding.dim = 8;
     meta.embedding.precision = precision;
     meta.embedding.optimizer = sparse_optimizer_kind::adagrad;
@@ -217,4 +220,29 @@ TEST_CASE("serving: an export keeps the job's feature crosses and requests give 
   auto bad = exported_model_read_meta((f.dir / "model").string());
   REQUIRE(!bad.ok());
   CHECK(bad.error().find("inconsistent model (crosses[0] [0, 2]: expected slots in [0, 2)") != std::string::npos);
+}
+
+TEST_CASE("serving: MODEL.json keeps the network's interaction, so the served network is the trained one") {
+  fixture f(weight_precision::fp32, 1, {}, dlrm_interaction::dot_cat);
+  auto m = exported_model::open((f.dir / "model").string());
+  REQUIRE_MESSAGE(m.ok(), m.error());
+  CHECK(m.value()->meta().network.interaction == dlrm_interaction::dot_cat);
+  auto path = f.dir / "model" / "MODEL.json";
+  auto j = nlohmann::json::parse(std::ifstream(path));
+  CHECK(j["network"]["interaction"] == "dot_cat");
+  j["network"]["interaction"] = "outer";
+  std::ofstream(path) << j.dump(2);
+  auto bad = exported_model_read_meta((f.dir / "model").string());
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().find("unknown network interaction 'outer' (dot, cat or dot_cat)") != std::string::npos);
+  // An export from before the key was written is a dot network.
+  fixture old(weight_precision::fp32);
+  auto old_path = old.dir / "model" / "MODEL.json";
+  auto oj = nlohmann::json::parse(std::ifstream(old_path));
+  CHECK(oj["network"]["interaction"] == "dot");
+  oj["network"].erase("interaction");
+  std::ofstream(old_path) << oj.dump(2);
+  auto read = exported_model_read_meta((old.dir / "model").string());
+  REQUIRE_MESSAGE(read.ok(), read.error());
+  CHECK(read.value().network.interaction == dlrm_interaction::dot);
 }
