@@ -36,7 +36,9 @@ HEARTBEAT_TIMEOUT_S = 5.0  # the head's (admin_config.heartbeat_timeout_ms) and 
 
 satrap = os.path.abspath(sys.argv[1])
 scenario = sys.argv[2]
-batches = int(sys.argv[3]) if len(sys.argv) > 3 else 1200
+# Long enough that the fault lands well inside the run: the default job does about 400 steps/s here,
+# and /status lists an actor only after its node's first heartbeat (1 s).
+batches = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
 work = tempfile.mkdtemp(prefix=f"satrap-fault-{scenario}.")
 state = os.path.join(work, "state")
 # Below the kernel's ephemeral range (32768-60999 here): a port in it can be taken by any outgoing
@@ -100,17 +102,21 @@ checkpoint: {{dir: ckpt, every_steps: 100}}
     submitted = run("submit", job, *common()).stdout
     job_id = submitted.split()[2]
 
+    victim_role = {"kill_shard_node": "embedding_shard", "stop_trainer_node": "dense_trainer",
+                   "kill_loader_node": "data_loader", "restart_node": "dense_trainer"}.get(scenario)
+
     # Mid-training: after the second checkpoint, between two checkpoints (so that some applied
-    # gradients are rolled back and their batches replayed).
+    # gradients are rolled back and their batches replayed), and once /status lists the victim's
+    # actor (a node reports its actors in its heartbeats, so a fast job can be past its second
+    # checkpoint before they show).
     def mid_training():
         d = status()
         j = job_record(d)
         ok = j and j["state"] == "RUNNING" and j["checkpoint_step"] >= 200 \
-            and j["steps"] >= j["checkpoint_step"] + 30
+            and j["steps"] >= j["checkpoint_step"] + 30 \
+            and (victim_role is None or any(a["role"] == victim_role for a in d["actors"]))
         return d if ok else None
     doc = wait_for(mid_training, "the job to pass its second checkpoint", 300)
-    victim_role = {"kill_shard_node": "embedding_shard", "stop_trainer_node": "dense_trainer",
-                   "kill_loader_node": "data_loader", "restart_node": "dense_trainer"}.get(scenario)
     victim = node_of(doc, victim_role) if victim_role else "head"
     pid = pid_of("head" if victim == "head" else "node-" + victim)
     steps_at_fault = job_record(doc)["steps"]
