@@ -74,10 +74,13 @@ double logloss_from_logits(std::span<const float> logits, std::span<const float>
   return total / static_cast<double>(logits.size());
 }
 
-running_auc::running_auc(size_t window) : window_(window) { SATRAP_ASSERT(window > 0); }
+running_auc::running_auc(size_t window, size_t refresh) : window_(window), refresh_(refresh) {
+  SATRAP_ASSERT(window > 0 && refresh > 0, "window={} refresh={}", window, refresh);
+}
 
 void running_auc::add(std::span<const float> scores, std::span<const float> labels) {
   SATRAP_ASSERT(scores.size() == labels.size());
+  added_since_ += scores.size();
   for (size_t i = 0; i < scores.size(); ++i) {
     if (scores_.size() < window_) {
       scores_.push_back(scores[i]);
@@ -90,7 +93,14 @@ void running_auc::add(std::span<const float> scores, std::span<const float> labe
   }
 }
 
-double running_auc::value() const { return auc_exact(scores_, labels_); }
+double running_auc::value() {
+  if (!computed_ || added_since_ >= refresh_) {
+    last_ = auc_exact(scores_, labels_);
+    computed_ = true;
+    added_since_ = 0;
+  }
+  return last_;
+}
 
 }  // namespace satrap
 

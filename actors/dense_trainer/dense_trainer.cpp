@@ -109,7 +109,7 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
   st.model = std::move(*model);
   st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
                                                    st.model->params().size());
-  st.auc = std::make_unique<running_auc>(st.config.auc_window);
+  st.auc = std::make_unique<running_auc>(st.config.auc_window, st.config.auc_refresh);
   st.meter = meter_handle("dense_trainer", st.config.rank, st.config.job);
   st.param_count = st.model->params().size();
   if (st.config.world > 1 && st.config.comm_factory)

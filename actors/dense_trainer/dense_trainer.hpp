@@ -148,6 +148,7 @@ struct dense_trainer_config {
   progress_sink_actor progress;                       // may be null
   int32_t progress_every = 20;                        // steps between progress reports
   size_t auc_window = 100000;                         // predictions in the running AUC
+  size_t auc_refresh = 25000;                         // new predictions before it is re-sorted
   int32_t eval_window = 4;                            // test batches in flight at once
   caf::duration timeout{std::chrono::seconds(120)};   // per request
   std::string job;                                    // the job's name (status endpoint)

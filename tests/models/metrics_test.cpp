@@ -58,6 +58,20 @@ TEST_CASE("running_auc covers only the last window") {
   CHECK(r.value() == doctest::Approx(1.0));
 }
 
+TEST_CASE("running_auc with refresh recomputes only after that many new pairs") {
+  running_auc r(4, 3);
+  std::vector<float> bad_s = {0.9f, 0.1f}, bad_l = {0, 1};  // perfectly wrong
+  r.add(bad_s, bad_l);
+  CHECK(r.value() == doctest::Approx(0.0));  // the first call always computes
+  std::vector<float> good_s = {0.2f, 0.8f}, good_l = {0, 1};
+  r.add(good_s, good_l);                     // 2 new pairs < 3: the last figure
+  CHECK(r.value() == doctest::Approx(0.0));
+  std::vector<float> more_s = {0.3f, 0.7f}, more_l = {0, 1};
+  r.add(more_s, more_l);                     // 4 new pairs since: recomputed over the window
+  CHECK(r.count() == 4);
+  CHECK(r.value() == doctest::Approx(1.0));
+}
+
 // Hand-computed: logits 0 and ln 3 give probabilities 0.5 and 0.75.
 TEST_CASE("eval metrics: logloss, NE, calibration against a hand-computed case") {
   const float l3 = std::log(3.0f);
