@@ -74,7 +74,8 @@ double logloss_from_logits(std::span<const float> logits, std::span<const float>
   return total / static_cast<double>(logits.size());
 }
 
-running_auc::running_auc(size_t window, size_t refresh) : window_(window), refresh_(refresh) {
+running_auc::running_auc(size_t window, size_t refresh)
+    : window_(window), refresh_(refresh), added_since_(refresh) {
   SATRAP_ASSERT(window > 0 && refresh > 0, "window={} refresh={}", window, refresh);
 }
 
@@ -94,9 +95,8 @@ void running_auc::add(std::span<const float> scores, std::span<const float> labe
 }
 
 double running_auc::value() {
-  if (!computed_ || added_since_ >= refresh_) {
+  if (added_since_ >= refresh_) {
     last_ = auc_exact(scores_, labels_);
-    computed_ = true;
     added_since_ = 0;
   }
   return last_;

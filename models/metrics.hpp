@@ -55,8 +55,7 @@ class running_auc {
   size_t window_;
   size_t refresh_;
   size_t next_ = 0;  // ring position once full
-  size_t added_since_ = 0;  // pairs added since the last computation
-  bool computed_ = false;
+  size_t added_since_;  // pairs added since the last computation (starts at refresh: compute)
   double last_ = 0.5;
   std::vector<float> scores_;
   std::vector<float> labels_;
