@@ -80,6 +80,7 @@ struct training_spec {
   dense_device device = dense_device::cpu;  // where the dense trainers compute
   uint64_t seed = 7;                    // dense model initialisation
   int32_t progress_every = 20;          // steps between progress reports from each trainer
+  int32_t blas_threads = 0;             // OpenBLAS threads per CPU trainer; 0: auto (blas_threads.hpp)
   // Validation while training (needs a validation split: data.validation_files or
   // data.validation_fraction, or synthetic data with validation_batches > 0).
   int64_t eval_every = 0;               // steps (per trainer) between evaluations; 0: each epoch

@@ -24,6 +24,10 @@ std::vector<job_field> run_fields() {
     SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
     SATRAP_INT_FIELD("training.progress_every", "", "steps between progress reports",
                      training.progress_every, 1, i32max),
+    SATRAP_INT_FIELD("training.blas_threads", "blas-threads",
+                     "OpenBLAS threads of a CPU trainer, while it is the only one in its process "
+                     "(0: auto, the process's cores for a dense network of >= 100k parameters, else 1)",
+                     training.blas_threads, 0, 256),
     SATRAP_INT_FIELD("training.eval_every", "eval-every",
                      "steps between validation evaluations (0: each epoch; synthetic: at the end)",
                      training.eval_every, int64_t{0}, i64max),

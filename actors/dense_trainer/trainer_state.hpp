@@ -12,6 +12,7 @@
 #include "actors/dense_trainer/dense_trainer.hpp"
 #include "actors/dense_trainer/device_allreduce.hpp"
 #include "actors/dense_trainer/ring_allreduce.hpp"
+#include "models/dense/blas_threads.hpp"
 #include "models/metrics.hpp"
 #include "runtime/actor_meter.hpp"
 #include "runtime/batch_key.hpp"
@@ -91,6 +92,7 @@ struct trainer_state {
   std::optional<eval_run> validation; // a validation pass at a cut
   std::vector<float> trained_params;  // the trained weights while a validation reads their average
   meter_handle meter;  // for the status endpoint
+  blas_threads_lease blas_lease;  // intra-op BLAS threads only while the only trainer here
   static inline const char* name = "dense_trainer";
 };
 

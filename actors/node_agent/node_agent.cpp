@@ -189,7 +189,8 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
           return spec.error();
         auto h = spawn_dense_trainer(self->system(),
                                      trainer_config(**spec, rank, std::move(loaders),
-                                                    std::move(aggs), std::move(sink)));
+                                                    std::move(aggs), std::move(sink),
+                                                    static_cast<int>(self->system().scheduler().num_workers())));
         if (!h)
           return h.error();
         log_spawn(self, *h, "dense_trainer", rank);

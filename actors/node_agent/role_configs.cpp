@@ -1,5 +1,7 @@
 #include "actors/node_agent/role_configs.hpp"
 
+#include "models/dense/blas_threads.hpp"
+
 namespace satrap {
 
 embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
@@ -31,7 +33,7 @@ gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index
 dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
                                     std::vector<data_loader_actor> loaders,
                                     std::vector<gradient_aggregator_actor> aggregators,
-                                    progress_sink_actor progress) {
+                                    progress_sink_actor progress, int cores) {
   dense_trainer_config c;
   c.rank = rank;
   c.world = spec.placement.trainers;
@@ -43,6 +45,8 @@ dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
   c.aggregators = std::move(aggregators);
   c.progress = std::move(progress);
   c.progress_every = spec.training.progress_every;
+  c.blas_threads = spec.training.blas_threads > 0 ? spec.training.blas_threads
+                                                  : auto_blas_threads(spec.model.network, cores);
   c.job = spec.name;
   c.cuda = spec.training.device == dense_device::cuda;
   c.timeout = caf::duration{ms(spec.timing.trainer_request_timeout_ms)};

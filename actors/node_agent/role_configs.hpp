@@ -12,9 +12,10 @@ embedding_shard_config shard_config(const job_spec& spec, int32_t index);
 gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index,
                                              std::vector<embedding_shard_actor> shards);
 
+// cores: the process's (its scheduler threads), for training.blas_threads = 0 (auto).
 dense_trainer_config trainer_config(const job_spec& spec, int32_t rank,
                                     std::vector<data_loader_actor> loaders,
                                     std::vector<gradient_aggregator_actor> aggregators,
-                                    progress_sink_actor progress);
+                                    progress_sink_actor progress, int cores = 1);
 
 }  // namespace satrap

@@ -13,11 +13,18 @@
 //    the GEMMs' FLOPs over the better thread count's summed time.
 //  - roofline_sps = rate / (FLOPs per sample): the samples/s the machine allows if every FLOP of
 //    the step ran at sgemm speed (the interaction counted at that speed too).
-//  - satrap_sps: the dense step as a trainer runs it (OpenBLAS 1 thread, as `satrap train` sets):
-//    dense_model::forward_backward + dense_optimizer::step on a fixed batch, CPU time (also
-//    printed: by wall clock, and by wall clock with OpenBLAS at 2 threads).
-//  - roofline_fraction = satrap_sps / roofline_sps (goal >= 0.85); roofline_fraction_one_call
-//    against the rate of the one-call GEMMs alone (the roofline of the figures before 2026-12-02).
+//  - satrap's dense step, dense_model::forward_backward + dense_optimizer::step on a fixed batch:
+//    satrap_sps with OpenBLAS at 1 thread (CPU time; also by wall clock), satrap_2t_wall_sps at
+//    2 threads (wall clock), and satrap_auto_sps at the thread count a trainer of `satrap train`
+//    takes for this model on this machine (training.blas_threads auto, blas_threads.hpp: 2 for the
+//    Kaggle shape on 2 cores, 1 for the default model), auto_threads.
+//  - roofline_fraction = satrap_auto_sps / roofline_sps, each at its best thread count (goal >=
+//    0.85); roofline_fraction_1t / _2t compare the two at the same thread count;
+//    roofline_fraction_one_call = satrap_sps against the 1-thread rate of the one-call GEMMs
+//    alone (the roofline of the figures before 2026-12-02).
+//    Until 2026-12-03 roofline_fraction was satrap at 1 thread against the roofline at the better
+//    thread count: on a quiet machine, where OpenBLAS's 2 threads beat one, that set one core
+//    against two.
 // Where the step's time goes is printed beside it: the GEMMs alone at 1 thread, the interaction
 // forward + backward, the optimizer step, and the rest (activations, BCE, copies).
 //
@@ -34,8 +41,10 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "models/dense/blas_threads.hpp"
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/linear.hpp"
@@ -265,13 +274,22 @@ void run_shape(const shape& s, int reps, double min_s) {
               "optimizer %.3f + rest %.3f\n",
               s.name.c_str(), s1 * 1e3, g1 * 1e3, inter * 1e3, opt * 1e3,
               (s1 - g1 - inter - opt) * 1e3);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int auto_threads = std::min(2, auto_blas_threads(s.model, cores));
+  const double satrap_2t_sps = s.batch / median(step_2t);
+  const double satrap_auto_sps = auto_threads >= 2 ? satrap_2t_sps : satrap_sps;
+  const double roofline_1t = gemm_flops / g1 / flops_per_sample;
+  const double roofline_2t = gemm_flops / g2 / flops_per_sample;
   std::printf("model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
               "roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f satrap_2t_wall_sps=%.0f "
-              "roofline_fraction=%.3f roofline_fraction_one_call=%.3f reps=%d\n",
+              "auto_threads=%d satrap_auto_sps=%.0f roofline_fraction=%.3f "
+              "roofline_fraction_1t=%.3f roofline_fraction_2t=%.3f "
+              "roofline_fraction_one_call=%.3f reps=%d\n",
               s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9,
               gemm_flops / g2 * 1e-9, roofline_sps, satrap_sps, s.batch / median(step_wall),
-              s.batch / median(step_2t), satrap_sps / roofline_sps,
-              satrap_sps / (gemm_flops / std::min(median(gemm_1t_one), g2) / flops_per_sample), reps);
+              satrap_2t_sps, auto_threads, satrap_auto_sps, satrap_auto_sps / roofline_sps,
+              satrap_sps / roofline_1t, satrap_2t_sps / roofline_2t,
+              satrap_sps / (gemm_flops / median(gemm_1t_one) / flops_per_sample), reps);
   std::fflush(stdout);
 }
 

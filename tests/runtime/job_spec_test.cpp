@@ -317,3 +317,15 @@ TEST_CASE("data.crosses: bad crosses are errors naming the key and what was expe
   CHECK(finalize_error("data: {synthetic: {slots: 3}, crosses: [[0, 3]]}").find("[0, 3)")
         != std::string::npos);
 }
+
+TEST_CASE("training.blas_threads: 0 is auto, a count is taken, a negative one is refused") {
+  auto spec = job_spec_defaults();
+  CHECK(spec.training.blas_threads == 0);
+  auto err = job_spec_load_text("training: {blas_threads: 3}\n", "job.yaml", spec);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(spec.training.blas_threads == 3);
+  auto bad = job_spec_defaults();
+  err = job_spec_load_text("training: {blas_threads: -1}\n", "job.yaml", bad);
+  REQUIRE(err);
+  CHECK(error_text(err).find("training.blas_threads") != std::string::npos);
+}

@@ -1,0 +1,42 @@
+// Intra-op BLAS threads for the dense step (issue 17: "if a single trainer leaves a core idle
+// while the shards wait, let it use intra-op threads when the plan has cores to spare").
+//
+// OpenBLAS's thread count is one setting for the whole process, so two trainers in one process
+// must not both ask for more than one thread: each trainer holds a blas_threads_lease, and
+// blas_threads_apply(want) sets `want` threads only while exactly one lease is held (else 1).
+// The setting is changed only when it differs from the last one set (a cached atomic), so a
+// call per step costs a load.
+//
+// auto_blas_threads decides `training.blas_threads: 0` (auto): the process's cores when the dense
+// network is big enough that its GEMMs dominate a step (dense_model_param_count >=
+// blas_threads_auto_params), else 1. Measured in tests/bench/README.md ("train_vs_torch.sh"):
+// the Kaggle DLRM shape (475k parameters) runs ~1.4x faster with 2 threads on 2 cores; the
+// default job (~1k parameters, a linear top) slows down with them (the second thread's spinning
+// takes CPU from the shards and loaders).
+// Threading: all functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "models/dense/model_zoo.hpp"
+
+namespace satrap {
+
+// Parameters of the dense network from which auto gives it the process's cores.
+inline constexpr uint64_t blas_threads_auto_params = 100000;
+
+int auto_blas_threads(const dense_model_config& model, int cores);
+
+class blas_threads_lease {
+ public:
+  blas_threads_lease();
+  ~blas_threads_lease();
+  blas_threads_lease(const blas_threads_lease&) = delete;
+  blas_threads_lease& operator=(const blas_threads_lease&) = delete;
+};
+
+// Sets OpenBLAS to `want` threads if exactly one lease is held, else to 1; returns the count in
+// effect.
+int blas_threads_apply(int want);
+
+}  // namespace satrap
