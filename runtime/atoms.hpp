@@ -43,6 +43,8 @@ using eval_atom = caf::atom_constant<caf::atom("eval")>;
 // Cluster membership.
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+// An actor's own request deadlines (runtime/request_watch.hpp).
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using head_atom = caf::atom_constant<caf::atom("head")>;
 
 }  // namespace satrap

@@ -135,6 +135,7 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
       on_comm_id(self, generation, id);
     },
     [self](tick_atom) { on_comm_tick(self); },
+    [self](watch_atom) { watch_tick(self, self->state.watch, self->state.config.timeout); },
     [self](cut_atom, int64_t next) { on_cut(self, next); },
     [self](hold_atom) {
       auto& st = self->state;

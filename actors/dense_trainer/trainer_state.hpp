@@ -18,6 +18,7 @@
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payload_checks.hpp"
+#include "runtime/request_watch.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -92,7 +93,8 @@ struct trainer_state {
   std::optional<eval_run> validation; // a validation pass at a cut
   std::vector<float> trained_params;  // the trained weights while a validation reads their average
   meter_handle meter;  // for the status endpoint
-  blas_threads_lease blas_lease;  // intra-op BLAS threads only while the only trainer here
+  blas_threads_lease blas_lease;
+  request_watch watch;  // deadlines of the requests to loaders and aggregators  // intra-op BLAS threads only while the only trainer here
   static inline const char* name = "dense_trainer";
 };
 
@@ -153,22 +155,36 @@ void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t spl
   auto on_error = [self, n](const caf::error& e) {
     fail(self, "fetching batch " + std::to_string(n), e);
   };
-  self->request(loader, st.config.timeout, fetch_atom::value, n, split)
-    .then([slots, key, on_ready](capnp_payload& p) {
-            auto& in = (*slots)[key];
-            in.dense = std::move(p);
-            if (in.ready())
-              on_ready();
-          },
-          on_error);
-  self->request(agg, st.config.timeout, pooled_atom::value, n, split)
-    .then([slots, key, on_ready](capnp_payload& p) {
-            auto& in = (*slots)[key];
-            in.pooled = std::move(p);
-            if (in.ready())
-              on_ready();
-          },
-          on_error);
+  auto t_dense = watch_open(self, st.watch, st.config.timeout, on_error);
+  self->request(loader, caf::infinite, fetch_atom::value, n, split)
+    .then(
+      [self, slots, key, on_ready, t_dense](capnp_payload& p) {
+        if (!self->state.watch.close(t_dense))
+          return;
+        auto& in = (*slots)[key];
+        in.dense = std::move(p);
+        if (in.ready())
+          on_ready();
+      },
+      [self, on_error, t_dense](const caf::error& e) {
+        if (self->state.watch.close(t_dense))
+          on_error(e);
+      });
+  auto t_pooled = watch_open(self, st.watch, st.config.timeout, on_error);
+  self->request(agg, caf::infinite, pooled_atom::value, n, split)
+    .then(
+      [self, slots, key, on_ready, t_pooled](capnp_payload& p) {
+        if (!self->state.watch.close(t_pooled))
+          return;
+        auto& in = (*slots)[key];
+        in.pooled = std::move(p);
+        if (in.ready())
+          on_ready();
+      },
+      [self, on_error, t_pooled](const caf::error& e) {
+        if (self->state.watch.close(t_pooled))
+          on_error(e);
+      });
 }
 
 }  // namespace satrap::trainer_detail

@@ -4,6 +4,7 @@
 #include "runtime/batch_key.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payload_checks.hpp"
+#include "runtime/request_watch.hpp"
 #include "models/assert.hpp"
 #include "satrap_schemas/step.capnp.h"
 
@@ -41,6 +42,7 @@ struct aggregator_state {
   // pooled request from then on is answered with this error (the job fails and says why).
   caf::error bad_ids;
   meter_handle meter;  // for the status endpoint
+  request_watch watch;  // deadlines of the requests to the shards
   static inline const char* name = "gradient_aggregator";
 };
 
@@ -163,21 +165,30 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
     if (b.by_shard[s].empty())
       continue;
     ++b.lookups_left;
-    self->request(st.config.shards[s], st.config.timeout, lookup_atom::value,
+    auto on_error = [self, key, s](const caf::error& e) {
+      auto& st = self->state;
+      auto it = st.batches.find(key);
+      if (it == st.batches.end())
+        return;
+      spdlog::error("aggregator_lookup_failed aggregator={} shard={} error={}",
+                    st.config.index, s, error_text(e));
+      it->second.failure = make_error(
+        errc::peer_failure, "embedding lookup on shard " + std::to_string(s)
+                              + " failed: " + error_text(e));
+      deliver_pooled(st, key);
+    };
+    auto t = watch_open(self, st.watch, st.config.timeout, on_error);
+    self->request(st.config.shards[s], caf::infinite, lookup_atom::value,
                   make_lookup(b.batch, b.split != 0, b.dedup.unique, b.by_shard[s]))
-      .then([self, key, s](const capnp_payload& rows) { on_rows(self, key, s, rows); },
-            [self, key, s](const caf::error& e) {
-              auto& st = self->state;
-              auto it = st.batches.find(key);
-              if (it == st.batches.end())
-                return;
-              spdlog::error("aggregator_lookup_failed aggregator={} shard={} error={}",
-                            st.config.index, s, error_text(e));
-              it->second.failure = make_error(
-                errc::peer_failure, "embedding lookup on shard " + std::to_string(s)
-                                      + " failed: " + error_text(e));
-              deliver_pooled(st, key);
-            });
+      .then(
+        [self, key, s, t](const capnp_payload& rows) {
+          if (self->state.watch.close(t))
+            on_rows(self, key, s, rows);
+        },
+        [self, t, on_error](const caf::error& e) {
+          if (self->state.watch.close(t))
+            on_error(e);
+        });
   }
   if (b.lookups_left == 0) {
     pool_batch(st, b);
@@ -259,23 +270,30 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
   for (uint32_t s = 0; s < b.by_shard.size(); ++s) {
     if (b.by_shard[s].empty())
       continue;
-    self->request(st.config.shards[s], st.config.timeout, update_atom::value,
+    auto on_error = [self, push, s, batch = b.batch](const caf::error& e) {
+      spdlog::error("aggregator_update_failed aggregator={} shard={} batch={} error={}",
+                    self->state.config.index, s, batch, error_text(e));
+      if (!push->failed)
+        push->promise.deliver(make_error(
+          errc::peer_failure, "gradient push to shard " + std::to_string(s)
+                                + " failed for batch " + std::to_string(batch) + ": "
+                                + error_text(e)));
+      push->failed = true;
+    };
+    auto t = watch_open(self, st.watch, st.config.timeout, on_error);
+    self->request(st.config.shards[s], caf::infinite, update_atom::value,
                   make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()))
       .then(
-        [push](int64_t rows) {
+        [self, push, t](int64_t rows) {
+          if (!self->state.watch.close(t))
+            return;
           push->rows += rows;
           if (--push->left == 0 && !push->failed)
             push->promise.deliver(push->rows);
         },
-        [self, push, s, batch = b.batch](const caf::error& e) {
-          spdlog::error("aggregator_update_failed aggregator={} shard={} batch={} error={}",
-                        self->state.config.index, s, batch, error_text(e));
-          if (!push->failed)
-            push->promise.deliver(make_error(
-              errc::peer_failure, "gradient push to shard " + std::to_string(s)
-                                    + " failed for batch " + std::to_string(batch) + ": "
-                                    + error_text(e)));
-          push->failed = true;
+        [self, t, on_error](const caf::error& e) {
+          if (self->state.watch.close(t))
+            on_error(e);
         });
   }
   return promise;
@@ -304,6 +322,7 @@ gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
       self->state.meter.on_message(self);
       return on_grads(self, msg);
     },
+    [self](watch_atom) { watch_tick(self, self->state.watch, self->state.config.timeout); },
   };
 }
 

@@ -129,6 +129,54 @@ TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request wi
   self->send_exit(agg, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE_FIXTURE(fixture, "aggregator: a shard that never answers fails the pooled request at the timeout") {
+  // A shard that takes lookups and never replies (it keeps the promises, so none is dropped).
+  auto held = std::make_shared<std::vector<caf::typed_response_promise<capnp_payload>>>();
+  auto silent = sys.spawn([held](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
+    return {
+      [self, held](lookup_atom, const capnp_payload&) -> caf::result<capnp_payload> {
+        held->push_back(self->make_response_promise<capnp_payload>());
+        return held->back();
+      },
+      [](update_atom, const capnp_payload&) -> caf::result<int64_t> { return int64_t{0}; },
+      [](stats_atom) -> caf::result<shard_stats> { return shard_stats{}; },
+      [](snapshot_atom, const std::string&, uint64_t, bool) -> caf::result<shard_snapshot_info> {
+        return shard_snapshot_info{};
+      },
+      [](restore_atom, const std::string&, uint64_t) -> caf::result<int64_t> { return int64_t{0}; },
+    };
+  });
+  gradient_aggregator_config c;
+  c.dim = 2;
+  c.shards.push_back(silent);
+  c.partitions = partition_map::uniform(16, 1);
+  c.timeout = caf::duration{std::chrono::milliseconds(200)};
+  auto agg = spawn_gradient_aggregator(sys, c);
+  capnp::MallocMessageBuilder mb;
+  auto ids = mb.initRoot<schema::IdBatch>();
+  std::vector<uint32_t> offsets = {0, 1};
+  std::vector<uint64_t> id = {5};
+  ids.setBatch(4);
+  ids.setSize(1);
+  ids.setSlots(1);
+  ids.setOffsets(data_of(offsets));
+  ids.setIds(data_of(id));
+  auto start = std::chrono::steady_clock::now();
+  self->send(agg, ids_atom::value, payload_encode(mb));
+  self->request(agg, std::chrono::seconds(20), pooled_atom::value, int64_t{4}, int8_t{0})
+    .receive([&](capnp_payload&) { FAIL("pooled embeddings from a shard that never answered"); },
+             [&](caf::error& e) {
+               CHECK(error_text(e).find("embedding lookup on shard 0 failed") != std::string::npos);
+               CHECK(error_text(e).find("request_timeout") != std::string::npos);
+             });
+  auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= std::chrono::milliseconds(200));
+  CHECK(waited < std::chrono::seconds(10));
+  CHECK(held->size() == 1);
+  self->send_exit(agg, caf::exit_reason::user_shutdown);
+  self->send_exit(silent, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE_FIXTURE(fixture, "shard: a malformed lookup or update is answered with an error") {
   embedding_shard_config c;
   c.embedding.dim = 2;
