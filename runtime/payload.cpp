@@ -18,7 +18,7 @@ capnp_payload payload_encode(capnp::MessageBuilder& builder) {
   return p;
 }
 
-payload_builder::payload_builder(size_t words, size_t tail_bytes) {
+payload_builder::payload_builder(size_t words, size_t tail_bytes) : tail_bytes_(tail_bytes) {
   // The storage comes from operator new (16-byte aligned): the segment at +8 is word-aligned.
   // Cap'n Proto wants a zeroed segment: all of it but the full words of the caller's tail blob
   // (its last word stays zeroed: the blob's padding, if any, lies there).
@@ -50,8 +50,13 @@ capnp_payload payload_builder::finish() {
   auto segments = getSegmentsForOutput();
   if (segments.size() != 1
       || reinterpret_cast<const char*>(segments[0].begin())
-           != payload_.bytes.data() + sizeof(capnp::word))
-    return payload_encode(*this);  // spilled: flatten as usual
+           != payload_.bytes.data() + sizeof(capnp::word)) {
+    // Spilled: the size given was short. With an unzeroed tail that is a bug in the caller's
+    // words_for (objects may have landed on words that were not zeroed), not an input error.
+    SATRAP_ASSERT(tail_bytes_ == 0, "payload_builder: a message with an unzeroed tail of {} bytes "
+                  "outgrew its words_for size", tail_bytes_);
+    return payload_encode(*this);  // flatten as usual
+  }
   // Stream framing of a one-segment message: (segment count - 1) = 0, then its size in words.
   auto words = static_cast<uint32_t>(segments[0].size());
   uint32_t table[2] = {0, words};

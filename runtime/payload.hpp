@@ -104,6 +104,7 @@ class payload_builder final : public capnp::MessageBuilder {
 
  private:
   capnp_payload payload_;
+  size_t tail_bytes_ = 0;
   bool first_taken_ = false;
   std::vector<kj::Array<capnp::word>> spilled_;
 };

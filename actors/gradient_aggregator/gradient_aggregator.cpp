@@ -73,30 +73,34 @@ void pool_batch(aggregator_state& st, batch_state& b) {
                   && b.unique_rows.size() == b.dedup.unique.size() * dim,
                 "batch={} left={} offsets={} rows={}", b.batch, b.lookups_left, b.offsets.size(),
                 b.unique_rows.size());
-  capnp::MallocMessageBuilder mb;
+  // Pooled straight into the payload's buffer (payload_builder): no flattening copy, and the
+  // values (every one written by pool_forward) are not zeroed first.
+  const size_t bytes = size_t{b.size} * b.slots * dim * sizeof(float);
+  payload_builder mb(payload_builder::words_for(3, 1, {bytes}), bytes);
   auto out = mb.initRoot<schema::PooledEmbeddings>();
   out.setBatch(b.batch);
   out.setSize(b.size);
   out.setSlots(b.slots);
   out.setDim(dim);
-  auto values = out.initValues(size_t{b.size} * b.slots * dim * sizeof(float));
+  auto values = out.initValues(bytes);
   pool_forward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.unique_rows.data(),
                reinterpret_cast<float*>(values.begin()));
-  b.pooled = payload_encode(mb);
+  b.pooled = mb.finish();
   b.unique_rows = {};  // rows are not needed for the backward pass
 }
 
 capnp_payload make_lookup(int64_t batch, bool read_only, const std::vector<uint64_t>& unique,
                           const std::vector<uint32_t>& positions) {
-  capnp::MallocMessageBuilder mb;
+  const size_t bytes = positions.size() * sizeof(uint64_t);
+  payload_builder mb(payload_builder::words_for(2, 1, {bytes}), bytes);  // ids written in full
   auto req = mb.initRoot<schema::LookupRequest>();
   req.setBatch(batch);
   req.setReadOnly(read_only);
-  auto ids = req.initIds(positions.size() * sizeof(uint64_t));
+  auto ids = req.initIds(bytes);
   auto* dst = reinterpret_cast<uint64_t*>(ids.begin());
   for (size_t i = 0; i < positions.size(); ++i)
     dst[i] = unique[positions[i]];
-  return payload_encode(mb);
+  return mb.finish();
 }
 
 void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& rows) {
@@ -218,18 +222,20 @@ struct push_state {
 
 capnp_payload make_update(int64_t batch, uint32_t dim, const batch_state& b,
                           const std::vector<uint32_t>& positions, const float* grad_unique) {
-  capnp::MallocMessageBuilder mb;
+  const size_t id_bytes = positions.size() * sizeof(uint64_t);
+  const size_t grad_bytes = positions.size() * dim * sizeof(float);
+  // Built in the payload's buffer; the gradients (the last blob) are written in full.
+  payload_builder mb(payload_builder::words_for(2, 2, {id_bytes, grad_bytes}), grad_bytes);
   auto req = mb.initRoot<schema::EmbeddingGradients>();
   req.setBatch(batch);
   req.setDim(dim);
-  auto ids = reinterpret_cast<uint64_t*>(req.initIds(positions.size() * sizeof(uint64_t)).begin());
-  auto grads = reinterpret_cast<float*>(
-    req.initGrads(positions.size() * dim * sizeof(float)).begin());
+  auto ids = reinterpret_cast<uint64_t*>(req.initIds(id_bytes).begin());
+  auto grads = reinterpret_cast<float*>(req.initGrads(grad_bytes).begin());
   for (size_t i = 0; i < positions.size(); ++i) {
     ids[i] = b.dedup.unique[positions[i]];
     std::copy_n(grad_unique + size_t{positions[i]} * dim, dim, grads + i * dim);
   }
-  return payload_encode(mb);
+  return mb.finish();
 }
 
 caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload& msg) {

@@ -27,7 +27,7 @@ void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
   size_t bags = offsets.size() - 1;
   for (size_t b = 0; b < bags; ++b) {
     float* o = out + b * dim;
-    std::memset(o, 0, sizeof(float) * dim);
+    for (int d = 0; d < dim; ++d) o[d] = 0.0f;  // inline: a memset call per bag showed in perf
     uint32_t begin = offsets[b], end = offsets[b + 1];
     for (uint32_t k = begin; k < end; ++k) {
       const float* row = unique_rows + static_cast<size_t>(inverse[k]) * dim;
