@@ -8,12 +8,22 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
+#include <map>
+
 namespace satrap {
 
 namespace {
 
+// A batch made ahead of its fetch: both payloads, encoded.
+struct made_batch {
+  capnp_payload ids;
+  capnp_payload dense;
+};
+
 struct loader_state {
   data_loader_config config;
+  std::map<int64_t, made_batch> ahead;  // training batches made ahead, by number
   static inline const char* name = "data_loader";
   meter_handle meter;  // for the status endpoint
 };
@@ -60,6 +70,11 @@ capnp_payload make_dense_batch(const batch& b, int8_t split, int32_t group_by) {
   return payload_encode(mb);
 }
 
+made_batch make(const loader_state& st, int64_t index, int8_t split) {
+  auto b = st.config.data->make_batch(split_of(split), index, st.config.batch_size);
+  return {make_id_batch(b, split), make_dense_batch(b, split, st.config.group_by)};
+}
+
 data_loader_actor::behavior_type
 loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
@@ -70,13 +85,29 @@ loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loa
   self->state.config = std::move(config);
   self->state.meter = meter_handle("data_loader", self->state.config.index, self->state.config.job);
   return {
-    [self](fetch_atom, int64_t index, int8_t split) {
+    [self](fetch_atom, int64_t index, int8_t split) -> caf::result<capnp_payload> {
       auto& st = self->state;
       st.meter.on_message(self);
-      auto b = st.config.data->make_batch(split_of(split), index, st.config.batch_size);
       auto& agg = st.config.aggregators[aggregator_for_batch(index, st.config.aggregators.size())];
-      self->send(agg, ids_atom::value, make_id_batch(b, split));
-      return make_dense_batch(b, split, st.config.group_by);
+      made_batch m;
+      if (auto it = st.ahead.find(index); split == 0 && it != st.ahead.end()) {
+        m = std::move(it->second);
+        st.ahead.erase(it);
+      } else {
+        m = make(st, index, split);
+      }
+      self->send(agg, ids_atom::value, std::move(m.ids));
+      if (split != 0 || st.config.read_ahead <= 0)
+        return std::move(m.dense);
+      // Answer first, then make what comes next while the trainer works on this one.
+      auto promise = self->make_response_promise<capnp_payload>();
+      promise.deliver(std::move(m.dense));
+      st.ahead.erase(st.ahead.begin(), st.ahead.lower_bound(index));  // passed: never fetched now
+      const int64_t stride = std::max(1, st.config.loaders);
+      for (int32_t k = 1; k <= st.config.read_ahead; ++k)
+        if (auto next = index + k * stride; st.ahead.count(next) == 0)
+          st.ahead.emplace(next, make(st, next, 0));
+      return promise;
     },
   };
 }

@@ -102,7 +102,7 @@ caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spe
   if (!*d)
     return d->error();
   data_loader_config c{index, (*d)->source, spec.training.batch_size, std::move(aggs), spec.name,
-                       spec.metrics.group_by};
+                       spec.metrics.group_by, spec.placement.loaders};
   auto h = spawn_data_loader(self->system(), c);
   log_spawn(self, h, "data_loader", index);
   return h;
