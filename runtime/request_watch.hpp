@@ -11,14 +11,9 @@
 // their deadline with caf::sec::request_timeout, through the same error handler CAF would have
 // called. A late response after that is dropped by close() returning false.
 //
-// Use, inside the requesting actor:
-//   auto t = st.watch.open(request_watch::deadline(self->clock().now(), timeout), on_error);
-//   if (st.watch.arm()) self->delayed_send(self, request_watch::period(timeout), watch_atom::value);
-//   self->request(dest, caf::infinite, ...).then(
-//     [..](R r) { if (!st.watch.close(t)) return; ... },
-//     [..](caf::error& e) { if (st.watch.close(t)) on_error(e); });
-//   handler: [self](watch_atom) { if (st.watch.tick(self->clock().now()))
-//              self->delayed_send(self, period, watch_atom::value); }
+// Use, inside the requesting actor (its typed interface reacts to watch_atom):
+//   watched_request<R>(self, st.watch, dest, timeout, on_value, on_error, message...);
+//   handler: [self](watch_atom) { watch_tick(self, self->state.watch, timeout); }
 // Threading: one owner (the actor's state).
 #pragma once
 
@@ -47,12 +42,13 @@ class request_watch {
   static constexpr std::chrono::milliseconds period_min{10};
   static constexpr std::chrono::milliseconds period_max{1000};
   static std::chrono::milliseconds period(const caf::duration& timeout) {
-    auto t = timeout.valid() ? std::chrono::duration_cast<std::chrono::milliseconds>(nanoseconds(timeout))
+    auto t = timeout.valid() ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 deadline(time_point{}, timeout).time_since_epoch())
                              : period_max * 8;
     return std::clamp(t / 8, period_min, period_max);
   }
   static time_point deadline(time_point now, const caf::duration& timeout) {
-    return timeout.valid() ? now + nanoseconds(timeout) : time_point::max();
+    return timeout.valid() ? now += timeout : time_point::max();  // CAF's time_point += duration
   }
 
   // Registers a request; `f` runs with request_timeout when it is still open past `deadline`.
@@ -86,16 +82,6 @@ class request_watch {
   size_t size() const { return open_.size(); }
 
  private:
-  static std::chrono::nanoseconds nanoseconds(const caf::duration& d) {
-    auto n = static_cast<int64_t>(d.count);
-    switch (d.unit) {
-      case caf::time_unit::minutes: return std::chrono::minutes(n);
-      case caf::time_unit::seconds: return std::chrono::seconds(n);
-      case caf::time_unit::milliseconds: return std::chrono::milliseconds(n);
-      case caf::time_unit::microseconds: return std::chrono::microseconds(n);
-      default: return std::chrono::nanoseconds(n);
-    }
-  }
   struct entry {
     time_point deadline;
     on_timeout f;
@@ -113,6 +99,24 @@ uint64_t watch_open(Self* self, request_watch& w, const caf::duration& timeout,
   if (w.arm())
     self->delayed_send(self, request_watch::period(timeout), watch_atom::value);
   return t;
+}
+
+// self->request(dest, caf::infinite, xs...) under the watch: on_value(R&) with the answer, or
+// on_error with the error or with request_timeout past `timeout`; whichever comes first, once.
+template <class R, class Self, class Dest, class OnValue, class... Ts>
+void watched_request(Self* self, request_watch& w, const Dest& dest, const caf::duration& timeout,
+                     OnValue on_value, request_watch::on_timeout on_error, Ts&&... xs) {
+  auto t = watch_open(self, w, timeout, on_error);
+  self->request(dest, caf::infinite, std::forward<Ts>(xs)...)
+    .then(
+      [w = &w, t, on_value = std::move(on_value)](R& r) mutable {
+        if (w->close(t))
+          on_value(r);
+      },
+      [w = &w, t, on_error = std::move(on_error)](const caf::error& e) {
+        if (w->close(t))
+          on_error(e);
+      });
 }
 
 // The watch_atom handler's body: fails the overdue requests, schedules the next tick if any remain.

@@ -93,8 +93,8 @@ struct trainer_state {
   std::optional<eval_run> validation; // a validation pass at a cut
   std::vector<float> trained_params;  // the trained weights while a validation reads their average
   meter_handle meter;  // for the status endpoint
-  blas_threads_lease blas_lease;
-  request_watch watch;  // deadlines of the requests to loaders and aggregators  // intra-op BLAS threads only while the only trainer here
+  blas_threads_lease blas_lease;  // intra-op BLAS threads only while the only trainer here
+  request_watch watch;  // deadlines of the requests to loaders and aggregators
   static inline const char* name = "dense_trainer";
 };
 
@@ -155,36 +155,20 @@ void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t spl
   auto on_error = [self, n](const caf::error& e) {
     fail(self, "fetching batch " + std::to_string(n), e);
   };
-  auto t_dense = watch_open(self, st.watch, st.config.timeout, on_error);
-  self->request(loader, caf::infinite, fetch_atom::value, n, split)
-    .then(
-      [self, slots, key, on_ready, t_dense](capnp_payload& p) {
-        if (!self->state.watch.close(t_dense))
-          return;
-        auto& in = (*slots)[key];
-        in.dense = std::move(p);
-        if (in.ready())
-          on_ready();
-      },
-      [self, on_error, t_dense](const caf::error& e) {
-        if (self->state.watch.close(t_dense))
-          on_error(e);
-      });
-  auto t_pooled = watch_open(self, st.watch, st.config.timeout, on_error);
-  self->request(agg, caf::infinite, pooled_atom::value, n, split)
-    .then(
-      [self, slots, key, on_ready, t_pooled](capnp_payload& p) {
-        if (!self->state.watch.close(t_pooled))
-          return;
-        auto& in = (*slots)[key];
-        in.pooled = std::move(p);
-        if (in.ready())
-          on_ready();
-      },
-      [self, on_error, t_pooled](const caf::error& e) {
-        if (self->state.watch.close(t_pooled))
-          on_error(e);
-      });
+  // One half of the batch arrived (`half` is dense or pooled): compute once both are in.
+  auto arrived = [slots, key, on_ready](std::optional<capnp_payload> batch_inputs::*half) {
+    return [slots, key, on_ready, half](capnp_payload& p) {
+      auto& in = (*slots)[key];
+      in.*half = std::move(p);
+      if (in.ready())
+        on_ready();
+    };
+  };
+  watched_request<capnp_payload>(self, st.watch, loader, st.config.timeout,
+                                 arrived(&batch_inputs::dense), on_error, fetch_atom::value, n, split);
+  watched_request<capnp_payload>(self, st.watch, agg, st.config.timeout,
+                                 arrived(&batch_inputs::pooled), on_error, pooled_atom::value, n,
+                                 split);
 }
 
 }  // namespace satrap::trainer_detail

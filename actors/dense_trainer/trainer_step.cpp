@@ -47,13 +47,10 @@ void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
   auto on_error = [self, n](const caf::error& e) {
     fail(self, "pushing gradients of batch " + std::to_string(n), e);
   };
-  auto t = watch_open(self, st.watch, st.config.timeout, on_error);
-  self->request(agg, caf::infinite, grads_atom::value, std::move(grads))
-    .then(
-      [self, step, t](int64_t) {
+  watched_request<int64_t>(
+    self, st.watch, agg, st.config.timeout,
+      [self, step](int64_t) {
         auto& st = self->state;
-        if (!st.watch.close(t))
-          return;
         for (int32_t r = 0; r < st.config.world; ++r)
           if (r != st.config.rank)
             self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
@@ -62,10 +59,7 @@ void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
                      st.config.rank);
         on_applied(self, step);
       },
-      [self, t, on_error](const caf::error& e) {
-        if (self->state.watch.close(t))
-          on_error(e);
-      });
+      on_error, grads_atom::value, std::move(grads));
 }
 
 }  // namespace

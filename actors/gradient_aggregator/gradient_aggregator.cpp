@@ -181,18 +181,10 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
                               + " failed: " + error_text(e));
       deliver_pooled(st, key);
     };
-    auto t = watch_open(self, st.watch, st.config.timeout, on_error);
-    self->request(st.config.shards[s], caf::infinite, lookup_atom::value,
-                  make_lookup(b.batch, b.split != 0, b.dedup.unique, b.by_shard[s]))
-      .then(
-        [self, key, s, t](const capnp_payload& rows) {
-          if (self->state.watch.close(t))
-            on_rows(self, key, s, rows);
-        },
-        [self, t, on_error](const caf::error& e) {
-          if (self->state.watch.close(t))
-            on_error(e);
-        });
+    watched_request<capnp_payload>(
+      self, st.watch, st.config.shards[s], st.config.timeout,
+      [self, key, s](const capnp_payload& rows) { on_rows(self, key, s, rows); }, on_error,
+      lookup_atom::value, make_lookup(b.batch, b.split != 0, b.dedup.unique, b.by_shard[s]));
   }
   if (b.lookups_left == 0) {
     pool_batch(st, b);
@@ -286,21 +278,14 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
                                 + error_text(e)));
       push->failed = true;
     };
-    auto t = watch_open(self, st.watch, st.config.timeout, on_error);
-    self->request(st.config.shards[s], caf::infinite, update_atom::value,
-                  make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()))
-      .then(
-        [self, push, t](int64_t rows) {
-          if (!self->state.watch.close(t))
-            return;
-          push->rows += rows;
-          if (--push->left == 0 && !push->failed)
-            push->promise.deliver(push->rows);
-        },
-        [self, t, on_error](const caf::error& e) {
-          if (self->state.watch.close(t))
-            on_error(e);
-        });
+    watched_request<int64_t>(
+      self, st.watch, st.config.shards[s], st.config.timeout,
+      [push](int64_t rows) {
+        push->rows += rows;
+        if (--push->left == 0 && !push->failed)
+          push->promise.deliver(push->rows);
+      },
+      on_error, update_atom::value, make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()));
   }
   return promise;
 }

@@ -31,6 +31,20 @@ capnp_payload gradients(std::vector<uint64_t> ids, std::vector<float> grads, uin
   return payload_encode(mb);
 }
 
+// IdBatch `batch`: one sample, one slot, id 5.
+capnp_payload one_id_batch(int64_t batch) {
+  capnp::MallocMessageBuilder mb;
+  auto ids = mb.initRoot<schema::IdBatch>();
+  std::vector<uint32_t> offsets = {0, 1};
+  std::vector<uint64_t> id = {5};
+  ids.setBatch(batch);
+  ids.setSize(1);
+  ids.setSlots(1);
+  ids.setOffsets(data_of(offsets));
+  ids.setIds(data_of(id));
+  return payload_encode(mb);
+}
+
 std::vector<float> rows_of(const capnp_payload& p) {
   payload_reader reader(p);
   return data_copy<float>(reader.root<schema::EmbeddingRows>().getRows());
@@ -111,16 +125,7 @@ TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request wi
   auto agg = spawn_gradient_aggregator(sys, c);
   self->send_exit(shard, caf::exit_reason::kill);
   self->wait_for(shard);
-  capnp::MallocMessageBuilder mb;
-  auto ids = mb.initRoot<schema::IdBatch>();
-  std::vector<uint32_t> offsets = {0, 1};
-  std::vector<uint64_t> id = {5};
-  ids.setBatch(3);
-  ids.setSize(1);
-  ids.setSlots(1);
-  ids.setOffsets(data_of(offsets));
-  ids.setIds(data_of(id));
-  self->send(agg, ids_atom::value, payload_encode(mb));
+  self->send(agg, ids_atom::value, one_id_batch(3));
   self->request(agg, std::chrono::seconds(10), pooled_atom::value, int64_t{3}, int8_t{0})
     .receive([&](capnp_payload&) { FAIL("pooled embeddings from a dead shard"); },
              [&](caf::error& e) {
@@ -152,17 +157,8 @@ TEST_CASE_FIXTURE(fixture, "aggregator: a shard that never answers fails the poo
   c.partitions = partition_map::uniform(16, 1);
   c.timeout = caf::duration{std::chrono::milliseconds(200)};
   auto agg = spawn_gradient_aggregator(sys, c);
-  capnp::MallocMessageBuilder mb;
-  auto ids = mb.initRoot<schema::IdBatch>();
-  std::vector<uint32_t> offsets = {0, 1};
-  std::vector<uint64_t> id = {5};
-  ids.setBatch(4);
-  ids.setSize(1);
-  ids.setSlots(1);
-  ids.setOffsets(data_of(offsets));
-  ids.setIds(data_of(id));
   auto start = std::chrono::steady_clock::now();
-  self->send(agg, ids_atom::value, payload_encode(mb));
+  self->send(agg, ids_atom::value, one_id_batch(4));
   self->request(agg, std::chrono::seconds(20), pooled_atom::value, int64_t{4}, int8_t{0})
     .receive([&](capnp_payload&) { FAIL("pooled embeddings from a shard that never answered"); },
              [&](caf::error& e) {
