@@ -153,7 +153,7 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
             err = checkpoint_write_meta(st.ckpt_dir, meta);
           if (err) {
             fail_job(self, make_error(errc_of(err, errc::io_failure),
-                                      "checkpoint at step " + std::to_string(step) + ": "
+                                      "checkpoint at step " + std::to_string(step) + " failed: "
                                         + error_text(err)));
             return;
           }
@@ -185,7 +185,7 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
           next();
         },
         [self, gen, step](const caf::error& e) {
-          auto what = "checkpoint at step " + std::to_string(step) + ": " + error_text(e);
+          auto what = "checkpoint at step " + std::to_string(step) + " failed: " + error_text(e);
           if (failure_is_deterministic(e)) {  // disk full, read-only folder: a restart fails again
             if (gen == self->state.generation)
               fail_job(self, make_error(errc_of(e, errc::no_resource), what));

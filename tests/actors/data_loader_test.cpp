@@ -43,10 +43,12 @@ TEST_CASE("data loader: read-ahead answers each fetch, replays and test batches 
   c.batch_size = 64;
   c.loaders = 2;  // this loader serves the even batches
   c.read_ahead = 0;
-  c.aggregators = {plain_ids.spawn(sys)};
+  auto plain_sink = plain_ids.spawn(sys);
+  auto ahead_sink = ahead_ids.spawn(sys);
+  c.aggregators = {plain_sink};
   auto plain = spawn_data_loader(sys, c);
   c.read_ahead = 2;
-  c.aggregators = {ahead_ids.spawn(sys)};
+  c.aggregators = {ahead_sink};
   auto ahead = spawn_data_loader(sys, c);
   // Training batches in order, a replay from an earlier batch (a restart), a skip, test batches.
   const std::vector<std::pair<int64_t, int8_t>> fetches = {
@@ -61,7 +63,12 @@ TEST_CASE("data loader: read-ahead answers each fetch, replays and test batches 
     CHECK(a.bytes.size() > 0);
     CHECK(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end()));
   }
-  // The id batches reach the aggregator at each fetch, the same ones in the same order.
+  // The id batches reach the aggregator at each fetch, the same ones in the same order. Each was
+  // in its sink's mailbox before the fetch was answered, so a request queued after them
+  // returns once the sink has taken them all.
+  for (auto& sink : {plain_sink, ahead_sink})
+    self->request(sink, std::chrono::seconds(10), pooled_atom::value, int64_t{0}, int8_t{0})
+      .receive([](capnp_payload&) {}, [&](caf::error& e) { FAIL(error_text(e)); });
   self->send_exit(plain, caf::exit_reason::user_shutdown);
   self->send_exit(ahead, caf::exit_reason::user_shutdown);
   self->wait_for(plain, ahead);
@@ -72,5 +79,6 @@ TEST_CASE("data loader: read-ahead answers each fetch, replays and test batches 
     auto& b = (*ahead_ids.got)[i].bytes;
     CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
   }
-  self->send_exit(c.aggregators[0], caf::exit_reason::user_shutdown);
+  self->send_exit(plain_sink, caf::exit_reason::user_shutdown);
+  self->send_exit(ahead_sink, caf::exit_reason::user_shutdown);
 }
