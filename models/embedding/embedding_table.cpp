@@ -24,7 +24,8 @@ embedding_table::embedding_table(const embedding_options& options)
       step_(step_params::of(options)),
       kernels_(&sparse_kernels_select(options.simd)),
       index_(options.capacity),
-      slabs_(layout_.stride, row_slabs::rows_per_slab(layout_.stride, options.capacity)),
+      slabs_(layout_.weight_bytes, 4 * layout_.state_floats,
+             row_slabs::rows_per_slab(layout_.stride, options.capacity)),
       coin_(options.seed ^ 0xa0761d6478bd642fULL),
       scratch_(static_cast<size_t>(options.dim)) {
   SATRAP_ASSERT(options.dim > 0 && options.capacity < row_index::more);
@@ -42,14 +43,14 @@ embedding_counters embedding_table::counters() const {
 }
 
 void embedding_table::init_row(uint64_t id, uint32_t r) {
-  std::byte* row = slabs_.row(r);
+  std::byte* row = slabs_.weights(r);
   if (layout_.fp16) {
     embedding_init_row(options_, id, scratch_.data());
     kernels_->to_f16(scratch_.data(), reinterpret_cast<uint16_t*>(row), layout_.dim);
   } else {
     embedding_init_row(options_, id, reinterpret_cast<float*>(row));
   }
-  auto* state = reinterpret_cast<float*>(row + layout_.weight_bytes);
+  auto* state = reinterpret_cast<float*>(slabs_.state(r));
   std::fill(state, state + layout_.state_floats, 0.0f);
   switch (options_.optimizer) {
     case sparse_optimizer_kind::adagrad:
@@ -66,7 +67,7 @@ void embedding_table::init_row(uint64_t id, uint32_t r) {
 
 // Inlined into the pipeline: a call per id was a visible cost in the profile.
 [[gnu::always_inline]] inline void embedding_table::read_row(uint32_t r, float* out) const {
-  const std::byte* row = slabs_.row(r);
+  const std::byte* row = slabs_.weights(r);
   if (layout_.fp16) {
     kernels_->to_f32(reinterpret_cast<const uint16_t*>(row), out, layout_.dim);
   } else {  // inline 16-byte moves rather than a call to memcpy with a run-time size
@@ -78,8 +79,8 @@ void embedding_table::init_row(uint64_t id, uint32_t r) {
 }
 
 void embedding_table::step_row(uint32_t r, const float* grad) {
-  std::byte* row = slabs_.row(r);
-  auto* state = reinterpret_cast<float*>(row + layout_.weight_bytes);
+  std::byte* row = slabs_.weights(r);
+  auto* state = reinterpret_cast<float*>(slabs_.state(r));
   if (layout_.fp16) {
     auto* w16 = reinterpret_cast<uint16_t*>(row);
     kernels_->to_f32(w16, scratch_.data(), layout_.dim);
@@ -234,7 +235,7 @@ void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
     ids, pipeline_distance(), index_,
     [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
       if (r == row_index::npos) r = admit(ids[j], hash, true, in_flight);
-      if (r != row_index::npos) slabs_.prefetch(r);
+      if (r != row_index::npos) slabs_.prefetch_weights(r);
       return r;
     },
     [&](size_t k, uint32_t r) {
@@ -253,7 +254,7 @@ void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
   run_pipeline(
     ids, pipeline_max, index_,
     [&](size_t, uint64_t, uint32_t r, std::span<const uint32_t>) {
-      if (r != row_index::npos) slabs_.prefetch(r);
+      if (r != row_index::npos) slabs_.prefetch_weights(r);
       return r;
     },
     [&](size_t k, uint32_t r) {
@@ -277,7 +278,7 @@ void embedding_table::update(std::span<const uint64_t> ids, const float* grads) 
     [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
       if (r == row_index::npos && create) r = admit(ids[j], hash, false, in_flight);
       if (r != row_index::npos) {
-        slabs_.prefetch(r);
+        slabs_.prefetch_row(r);
         slabs_.prefetch_changed(r);
       }
       return r;

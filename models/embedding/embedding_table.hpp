@@ -1,7 +1,7 @@
 // The embedding store of one shard: id -> row (weights + optimizer state together), with sparse
 // optimizers, a capacity bound with eviction, id admission, fp32 or fp16 weights and counters.
 //
-// Layout: rows live in slabs (row_slabs.hpp); a bucketized index (one 64-byte line holds 5 ids,
+// Layout: rows live in slabs (row_slabs.hpp: weights of 64 rows together, then their states); a bucketized index (one 64-byte line holds 5 ids,
 // their row numbers and CLOCK bits) maps ids to row numbers (row_index.hpp). At 10M rows of dim 16,
 // fp32, row-wise Adagrad that is about 1.24x the payload (68 bytes per row), against > 2x for a heap
 // vector per row.
@@ -69,12 +69,16 @@ class embedding_table {
   const char* kernels_name() const { return kernels_->name; }
 
   // ---- snapshots (embedding_snapshot.hpp) ----
-  // f(id, row bytes) for every row, or only those changed since the last mark_snapshot.
+  // f(id, row bytes) for every row, or only those changed since the last mark_snapshot. The row
+  // bytes (layout().stride: weights, then optimizer state) are valid during the call only.
   template <class F>
   void for_each_row(bool changed_only, F&& f) const {
+    std::vector<std::byte> row(layout_.stride);
     for (size_t s = 0; s < index_.slots(); ++s) {
       uint32_t r = index_.row_at(s);
-      if (r != row_index::npos && (!changed_only || slabs_.changed(r))) f(index_.id_at(s), slabs_.row(r));
+      if (r == row_index::npos || (changed_only && !slabs_.changed(r))) continue;
+      slabs_.copy_out(r, row.data());
+      f(index_.id_at(s), static_cast<const std::byte*>(row.data()));
     }
   }
   size_t changed_rows() const;

@@ -8,7 +8,10 @@ namespace satrap {
 
 size_t embedding_table::changed_rows() const {
   size_t n = 0;
-  for_each_row(true, [&n](uint64_t, const std::byte*) { ++n; });
+  for (size_t s = 0; s < index_.slots(); ++s) {
+    uint32_t r = index_.row_at(s);
+    n += r != row_index::npos && slabs_.changed(r);
+  }
   return n;
 }
 
@@ -27,7 +30,7 @@ bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
     r = allocate_row({});
     index_.insert(id, hash, r);
   }
-  std::memcpy(slabs_.row(r), row, layout_.stride);
+  slabs_.copy_in(r, row);
   slabs_.set_changed(r, true);
   return true;
 }

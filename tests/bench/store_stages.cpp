@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   o16.precision = weight_precision::fp16;
   embedding_table store(o), store16(o16);
   row_index index(rows);
-  const size_t stride = row_layout::of(o).stride;
-  row_slabs slabs(stride, row_slabs::rows_per_slab(stride, rows));
+  const row_layout layout = row_layout::of(o);
+  row_slabs slabs(layout.weight_bytes, 4 * layout.state_floats, row_slabs::rows_per_slab(layout.stride, rows));
   slabs.ensure(rows);
   std::vector<float> out(batch_ids * dim);
   {
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     }
     for (size_t r = 0; r < rows; ++r) {
       index.insert(r, row_index::hash_of(r), static_cast<uint32_t>(r));
-      embedding_init_row(o, r, reinterpret_cast<float*>(slabs.row(static_cast<uint32_t>(r))));
+      embedding_init_row(o, r, reinterpret_cast<float*>(slabs.weights(static_cast<uint32_t>(r))));
     }
   }
   auto* flat = static_cast<float*>(huge_alloc(rows * row_floats * 4));
@@ -102,12 +102,12 @@ int main(int argc, char** argv) {
             break;
           case 2:
             for (size_t i = 0; i < n; ++i) {
-              if (i + ahead < n) slabs.prefetch(static_cast<uint32_t>(b[i + ahead]));
-              std::memcpy(&out[i * dim], slabs.row(static_cast<uint32_t>(b[i])), dim * 4);
+              if (i + ahead < n) slabs.prefetch_weights(static_cast<uint32_t>(b[i + ahead]));
+              std::memcpy(&out[i * dim], slabs.weights(static_cast<uint32_t>(b[i])), dim * 4);
             }
             break;
           case 3:
-            for (size_t i = 0; i < n; ++i) std::memcpy(&out[(i % 64) * dim], slabs.row(static_cast<uint32_t>(i % 64)), dim * 4);
+            for (size_t i = 0; i < n; ++i) std::memcpy(&out[(i % 64) * dim], slabs.weights(static_cast<uint32_t>(i % 64)), dim * 4);
             break;
           case 4:
             for (size_t i = 0; i < n; ++i) k.to_f32(half.data(), &out[(i % 64) * dim], dim);
