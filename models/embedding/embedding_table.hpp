@@ -98,7 +98,12 @@ class embedding_table {
   uint32_t allocate_row(std::span<const uint32_t> pinned);  // npos when full and not evicting
   uint32_t evict_one(std::span<const uint32_t> pinned);
   void init_row(uint64_t id, uint32_t r);
+  template <int Dim>  // Dim > 0: an fp32 table of that dim (a constant-size copy); 0: any table
   void read_row(uint32_t r, float* out) const;
+  template <int Dim>
+  void lookup_as(std::span<const uint64_t> ids, float* out);
+  template <int Dim>
+  void peek_as(std::span<const uint64_t> ids, float* out) const;
   void step_row(uint32_t r, const float* grad);
   size_t pipeline_distance() const;
 

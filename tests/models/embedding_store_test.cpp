@@ -457,3 +457,52 @@ TEST_CASE("store: the index erases without tombstones under churn") {
   for (uint64_t id : live) CHECK(idx.find(id) != row_index::npos);
   CHECK(idx.find(12345) == row_index::npos);
 }
+
+TEST_CASE("store: rows in groups read back the same by lookup, peek and the snapshot walk") {
+  // Rows live in groups of 64 (the group's weights, then their states), and dims 8/16/32/64 have
+  // their own lookup with a constant-size copy: every dim path and several groups, fp32 and fp16.
+  for (int dim : {8, 12, 16, 32, 64}) {
+    for (bool fp16 : {false, true}) {
+      CAPTURE(dim);
+      CAPTURE(fp16);
+      embedding_options o = small_options(sparse_optimizer_kind::rowwise_adagrad, dim);
+      o.capacity = 0;
+      o.precision = fp16 ? weight_precision::fp16 : weight_precision::fp32;
+      embedding_table t(o);
+      std::vector<uint64_t> ids(300);
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = test_seed + 7919 * i;
+      const size_t d = static_cast<size_t>(dim);
+      std::vector<float> first(ids.size() * d), second(ids.size() * d), peeked(ids.size() * d);
+      t.lookup(ids, first.data());
+      auto g = grads_for(test_seed + static_cast<uint64_t>(dim), static_cast<int>(ids.size()), dim);
+      t.update(ids, g.data());
+      t.lookup(ids, second.data());
+      t.peek(ids, peeked.data());
+      CHECK(second == peeked);
+      CHECK(second != first);  // the update moved every row
+      // The snapshot walk gives weights then state, the weights as the lookup read them.
+      size_t seen = 0;
+      t.for_each_row(false, [&](uint64_t id, const std::byte* row) {
+        auto at = std::find(ids.begin(), ids.end(), id);
+        REQUIRE(at != ids.end());
+        size_t i = static_cast<size_t>(at - ids.begin());
+        std::vector<float> w(d);
+        if (fp16) {
+          for (size_t k = 0; k < d; ++k) {
+            uint16_t h;
+            std::memcpy(&h, row + 2 * k, 2);
+            w[k] = f16_to_f32(h);
+          }
+        } else {
+          std::memcpy(w.data(), row, d * 4);
+        }
+        CHECK(std::equal(w.begin(), w.end(), second.begin() + static_cast<std::ptrdiff_t>(i * d)));
+        float state;
+        std::memcpy(&state, row + t.layout().weight_bytes, 4);
+        CHECK(state > o.initial_accumulator);  // row-wise Adagrad's accumulator grew
+        ++seen;
+      });
+      CHECK(seen == ids.size());
+    }
+  }
+}
