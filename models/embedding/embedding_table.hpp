@@ -1,8 +1,9 @@
-// The embedding store of one shard: id -> row (weights + optimizer state together), with sparse
+// The embedding store of one shard: id -> row (weights + optimizer state), with sparse
 // optimizers, a capacity bound with eviction, id admission, fp32 or fp16 weights and counters.
 //
-// Layout: rows live in slabs (row_slabs.hpp: weights of 64 rows together, then their states); a bucketized index (one 64-byte line holds 5 ids,
-// their row numbers and CLOCK bits) maps ids to row numbers (row_index.hpp). At 10M rows of dim 16,
+// Layout: rows live in slabs (row_slabs.hpp: the weights of 64 rows together, then their states,
+// so a lookup reads only weight lines); a bucketized index (one 64-byte line holds 5 ids, their
+// row numbers and CLOCK bits) maps ids to row numbers (row_index.hpp). At 10M rows of dim 16,
 // fp32, row-wise Adagrad that is about 1.24x the payload (68 bytes per row), against > 2x for a heap
 // vector per row.
 //

@@ -1,6 +1,7 @@
-// The bytes of one row in the store: the weights (fp32 or fp16) followed by the optimizer state
-// (fp32), always together so that one cache-line fetch serves a lookup and a snapshot can never
-// split an id's weights from its state. Threading: plain values.
+// The bytes of one row: the weights (fp32 or fp16) followed by the optimizer state (fp32), as
+// snapshots and restores see a row, so that a snapshot can never split an id's weights from its
+// state. In memory the store keeps a group's weights apart from their states (row_slabs.hpp).
+// Threading: plain values.
 #pragma once
 
 #include <cstddef>
