@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 namespace satrap {
@@ -32,16 +33,26 @@ schema::Split schema_split(int8_t split) {
   return split == 0 ? schema::Split::TRAIN : split == 1 ? schema::Split::TEST : schema::Split::VALIDATION;
 }
 
+// Copies xs into a Data blob of the message being built.
+template <class T>
+void put(capnp::Data::Builder out, const std::vector<T>& xs) {
+  if (!xs.empty()) std::memcpy(out.begin(), xs.data(), xs.size() * sizeof(T));
+}
+
+// Built in the payload's own buffer (payload_builder): no zeroed segment to copy into and no
+// flattening copy; the ids, the last blob, are written in full.
 capnp_payload make_id_batch(const batch& b, int8_t split) {
-  capnp::MallocMessageBuilder mb;
+  const size_t offset_bytes = b.offsets.size() * sizeof(b.offsets[0]);
+  const size_t id_bytes = b.ids.size() * sizeof(b.ids[0]);
+  payload_builder mb(payload_builder::words_for(3, 2, {offset_bytes, id_bytes}), id_bytes);
   auto out = mb.initRoot<schema::IdBatch>();
   out.setBatch(b.index);
   out.setSplit(schema_split(split));
   out.setSize(static_cast<uint32_t>(b.size));
   out.setSlots(static_cast<uint32_t>(b.slots));
-  out.setOffsets(data_of(b.offsets));
-  out.setIds(data_of(b.ids));
-  return payload_encode(mb);
+  put(out.initOffsets(offset_bytes), b.offsets);
+  put(out.initIds(id_bytes), b.ids);
+  return mb.finish();
 }
 
 // Per sample, the first id of slot `group_by` (no id: all ones), for grouped AUC.
@@ -56,18 +67,25 @@ std::vector<uint64_t> group_ids(const batch& b, int32_t group_by) {
 }
 
 capnp_payload make_dense_batch(const batch& b, int8_t split, int32_t group_by) {
-  capnp::MallocMessageBuilder mb;
+  std::vector<uint64_t> groups;
+  if (split != 0 && group_by >= 0 && group_by < b.slots)
+    groups = group_ids(b, group_by);
+  const size_t dense_bytes = b.dense.size() * sizeof(b.dense[0]);
+  const size_t label_bytes = b.labels.size() * sizeof(b.labels[0]);
+  const size_t prob_bytes = b.probs.size() * sizeof(b.probs[0]);
+  const size_t group_bytes = groups.size() * sizeof(groups[0]);
+  payload_builder mb(payload_builder::words_for(3, 4, {dense_bytes, label_bytes, prob_bytes, group_bytes}));
   auto out = mb.initRoot<schema::DenseBatch>();
   out.setBatch(b.index);
   out.setSplit(schema_split(split));
   out.setSize(static_cast<uint32_t>(b.size));
   out.setDenseFeatures(static_cast<uint32_t>(b.dense_features));
-  out.setDense(data_of(b.dense));
-  out.setLabels(data_of(b.labels));
-  out.setProbs(data_of(b.probs));
-  if (split != 0 && group_by >= 0 && group_by < b.slots)
-    out.setGroups(data_of(group_ids(b, group_by)));
-  return payload_encode(mb);
+  put(out.initDense(dense_bytes), b.dense);
+  put(out.initLabels(label_bytes), b.labels);
+  put(out.initProbs(prob_bytes), b.probs);
+  if (!groups.empty())
+    put(out.initGroups(group_bytes), groups);
+  return mb.finish();
 }
 
 made_batch make(const loader_state& st, int64_t index, int8_t split) {

@@ -123,11 +123,13 @@ void drain_inbox(self_ptr self) {
 
 // PooledGradients of batch n, built in the payload's own buffer: the model writes the gradients
 // straight into its Data blob (`values`), so there is no scratch vector and no flattening copy.
+// The blob is not zeroed first: every dense_model writes all of pooled_grad (its contract, tested
+// in layers_test with a NaN-filled buffer), and a failed step never sends the payload.
 struct pooled_grads_builder {
   payload_builder mb;
   float* values = nullptr;
   pooled_grads_builder(const trainer_state& st, int64_t n, uint32_t size, size_t bytes)
-      : mb(payload_builder::words_for(3, 1, {bytes})) {
+      : mb(payload_builder::words_for(3, 1, {bytes}), bytes) {
     auto out = mb.initRoot<schema::PooledGradients>();
     out.setBatch(n);
     out.setSize(size);

@@ -16,8 +16,9 @@ class dense_model {
   virtual std::span<float> grads() = 0;
   // Forward + backward on one batch. grads() is overwritten (not accumulated). Each sample's
   // BCE-with-logits loss is multiplied by loss_scale (e.g. 1/global_batch) before
-  // differentiation. Writes logits[batch] and pooled_grad[batch x slots x dim] (gradient of the
-  // scaled loss w.r.t. pooled embeddings). Returns the UNSCALED sum of per-sample losses.
+  // differentiation. Writes logits[batch] and every element of pooled_grad[batch x slots x dim]
+  // (gradient of the scaled loss w.r.t. pooled embeddings; callers may pass memory that is not
+  // zeroed). Returns the UNSCALED sum of per-sample losses.
   virtual double forward_backward(int batch, const float* dense, const float* pooled,
                                   const float* labels, float loss_scale, float* logits,
                                   float* pooled_grad) = 0;

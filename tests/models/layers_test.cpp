@@ -10,6 +10,7 @@
 #include "grad_check.hpp"
 
 #include <algorithm>
+#include <limits>
 
 using namespace satrap;
 using namespace satrap::testing;
@@ -203,7 +204,10 @@ void check_model_gradients(const dense_model_config& config, uint64_t seed) {
   const float scale = 0.25f;
   auto dense = random_vector(batch * df, 31, 1.5f);
   auto pooled = random_vector(static_cast<size_t>(batch) * config.slots * config.dim, 32, 1.0f);
-  std::vector<float> labels = {1, 0, 0, 1}, logits(batch), pooled_grad(pooled.size());
+  // pooled_grad starts as NaN: a model must write every element (the trainer hands it a payload
+  // buffer that is not zeroed).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> labels = {1, 0, 0, 1}, logits(batch), pooled_grad(pooled.size(), nan);
   double loss0 = model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
                                          logits.data(), pooled_grad.data());
   std::vector<float> forward_logits(batch);
@@ -215,6 +219,8 @@ void check_model_gradients(const dense_model_config& config, uint64_t seed) {
                                            unused_logits.data(), unused_grad.data());
   };
   CHECK(loss() == doctest::Approx(scale * loss0));
+  CHECK(std::none_of(pooled_grad.begin(), pooled_grad.end(), [](float g) { return std::isnan(g); }));
+  std::fill(pooled_grad.begin(), pooled_grad.end(), nan);
   model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale, logits.data(),
                           pooled_grad.data());
   std::vector<float> grads(model->grads().begin(), model->grads().end());
