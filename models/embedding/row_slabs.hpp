@@ -106,7 +106,8 @@ class row_slabs {
   size_t slab_of(uint32_t r) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(inverse_) * r) >> 64);
   }
-  // The first line of [p, p + n), and the last when it is another (at most two: rows are small).
+  // The first line of [p, p + n), and the last when it is another: all of a span of up to two
+  // lines (a dim-16 fp32 row's weights are one); longer rows get their ends, as before.
   static void prefetch_span(const std::byte* p, size_t n) {
     prefetch_line(p);
     auto a = reinterpret_cast<uintptr_t>(p);
