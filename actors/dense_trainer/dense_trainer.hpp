@@ -152,7 +152,10 @@ struct dense_trainer_config {
   // in its process (models/dense/blas_threads.hpp); resolved from training.blas_threads.
   int32_t blas_threads = 1;
   size_t auc_window = 100000;                         // predictions in the running AUC
-  size_t auc_refresh = 25000;                         // new predictions before it is re-sorted
+  // New predictions before the window is re-sorted: once per window turned over. The sort runs
+  // in the trainer, on the step's critical path (1-1.5 ms per 100,000 here); at 25,000 it was
+  // ~2.5% of the default job's CPU (tests/bench/README.md, pipeline_overhead).
+  size_t auc_refresh = 100000;
   int32_t eval_window = 4;                            // test batches in flight at once
   caf::duration timeout{std::chrono::seconds(120)};   // per request
   std::string job;                                    // the job's name (status endpoint)

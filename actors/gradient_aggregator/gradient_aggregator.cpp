@@ -28,7 +28,10 @@ struct batch_state {
   std::vector<uint32_t> offsets;
   dedup_result dedup;
   std::vector<std::vector<uint32_t>> by_shard;  // shard -> positions in dedup.unique
-  std::vector<float> unique_rows;               // unique x dim
+  // Unique id i's row: a pointer into the shard reply that brought it (kept in `replies` until
+  // the batch is pooled), so rows are read where they arrived instead of copied together first.
+  std::vector<const float*> row_of;
+  std::vector<capnp_payload> replies;
   size_t lookups_left = 0;
   std::optional<capnp_payload> pooled;          // ready, not yet asked for
   std::optional<caf::typed_response_promise<capnp_payload>> waiting;  // asked for, not ready
@@ -70,9 +73,9 @@ void pool_batch(aggregator_state& st, batch_state& b) {
   auto dim = static_cast<uint32_t>(st.config.dim);
   SATRAP_ASSERT(b.have_ids && b.lookups_left == 0 && !b.pooled
                   && b.offsets.size() == size_t{b.size} * b.slots + 1
-                  && b.unique_rows.size() == b.dedup.unique.size() * dim,
+                  && b.row_of.size() == b.dedup.unique.size(),
                 "batch={} left={} offsets={} rows={}", b.batch, b.lookups_left, b.offsets.size(),
-                b.unique_rows.size());
+                b.row_of.size());
   // Pooled straight into the payload's buffer (payload_builder): no flattening copy, and the
   // values (every one written by pool_forward) are not zeroed first.
   const size_t bytes = size_t{b.size} * b.slots * dim * sizeof(float);
@@ -83,10 +86,11 @@ void pool_batch(aggregator_state& st, batch_state& b) {
   out.setSlots(b.slots);
   out.setDim(dim);
   auto values = out.initValues(bytes);
-  pool_forward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.unique_rows.data(),
-               reinterpret_cast<float*>(values.begin()));
+  pool_forward_rows(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.row_of,
+                    reinterpret_cast<float*>(values.begin()));
   b.pooled = mb.finish();
-  b.unique_rows = {};  // rows are not needed for the backward pass
+  b.row_of = {};  // rows are not needed for the backward pass
+  b.replies = {};
 }
 
 capnp_payload make_lookup(int64_t batch, bool read_only, const std::vector<uint64_t>& unique,
@@ -103,7 +107,7 @@ capnp_payload make_lookup(int64_t batch, bool read_only, const std::vector<uint6
   return mb.finish();
 }
 
-void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& rows) {
+void on_rows(self_ptr self, int64_t key, uint32_t shard, capnp_payload& rows) {
   auto& st = self->state;
   auto it = st.batches.find(key);
   if (it == st.batches.end())
@@ -126,7 +130,9 @@ void on_rows(self_ptr self, int64_t key, uint32_t shard, const capnp_payload& ro
     return;
   }
   for (size_t i = 0; i < pos.size(); ++i)
-    std::copy_n(in->rows.data() + i * dim, dim, b.unique_rows.data() + pos[i] * dim);
+    b.row_of[pos[i]] = in->rows.data() + i * dim;
+  // Moving the payload keeps its buffer, so the pointers above stay valid.
+  b.replies.push_back(std::move(rows));
   if (--b.lookups_left == 0 && !b.failure) {
     pool_batch(st, b);
     deliver_pooled(st, key);
@@ -163,7 +169,9 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
   b.by_shard.assign(shards, {});
   for (uint32_t i = 0; i < b.dedup.unique.size(); ++i)
     b.by_shard[st.config.partitions.shard_of(b.dedup.unique[i])].push_back(i);
-  b.unique_rows.resize(b.dedup.unique.size() * static_cast<size_t>(st.config.dim));
+  b.row_of.assign(b.dedup.unique.size(), nullptr);
+  b.replies.clear();
+  b.replies.reserve(shards);
   b.lookups_left = 0;
   for (uint32_t s = 0; s < shards; ++s) {
     if (b.by_shard[s].empty())
@@ -183,7 +191,7 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
     };
     watched_request<capnp_payload>(
       self, st.watch, st.config.shards[s], st.config.timeout,
-      [self, key, s](const capnp_payload& rows) { on_rows(self, key, s, rows); }, on_error,
+      [self, key, s](capnp_payload& rows) { on_rows(self, key, s, rows); }, on_error,
       lookup_atom::value, make_lookup(b.batch, b.split != 0, b.dedup.unique, b.by_shard[s]));
   }
   if (b.lookups_left == 0) {

@@ -21,23 +21,62 @@ dedup_result dedup_ids(std::span<const uint64_t> ids) {
   return result;
 }
 
-void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
-                  std::span<const uint32_t> inverse, const float* unique_rows, float* out) {
-  SATRAP_ASSERT(!offsets.empty() && offsets.back() <= inverse.size());
+namespace {
+
+// The bag loop, with the row size a compile-time constant for the common dims (a fixed-size
+// loop the compiler unrolls into whole vectors) and a run-time one otherwise. The first row of a
+// bag is copied, not added to zeros: the same sums (0 + x is x), except that a -0 stays -0.
+template <int Dim, class RowOf>
+void pool_bags(pooling mode, int dim_rt, std::span<const uint32_t> offsets,
+               std::span<const uint32_t> inverse, RowOf row_of, float* out) {
+  const int dim = Dim > 0 ? Dim : dim_rt;
   size_t bags = offsets.size() - 1;
   for (size_t b = 0; b < bags; ++b) {
-    float* o = out + b * dim;
-    for (int d = 0; d < dim; ++d) o[d] = 0.0f;  // inline: a memset call per bag showed in perf
+    float* __restrict o = out + b * static_cast<size_t>(dim);
     uint32_t begin = offsets[b], end = offsets[b + 1];
-    for (uint32_t k = begin; k < end; ++k) {
-      const float* row = unique_rows + static_cast<size_t>(inverse[k]) * dim;
+    if (begin == end) {
+      for (int d = 0; d < dim; ++d) o[d] = 0.0f;  // inline: a memset call per bag showed in perf
+      continue;
+    }
+    const float* __restrict first = row_of(inverse[begin]);
+    for (int d = 0; d < dim; ++d) o[d] = first[d];
+    for (uint32_t k = begin + 1; k < end; ++k) {
+      const float* __restrict row = row_of(inverse[k]);
       for (int d = 0; d < dim; ++d) o[d] += row[d];
     }
-    if (mode == pooling::mean && end > begin) {
+    if (mode == pooling::mean) {
       float inv = 1.0f / static_cast<float>(end - begin);
       for (int d = 0; d < dim; ++d) o[d] *= inv;
     }
   }
+}
+
+template <class RowOf>
+void pool_by_dim(pooling mode, int dim, std::span<const uint32_t> offsets,
+                 std::span<const uint32_t> inverse, RowOf row_of, float* out) {
+  SATRAP_ASSERT(!offsets.empty() && offsets.back() <= inverse.size());
+  switch (dim) {
+    case 8: return pool_bags<8>(mode, dim, offsets, inverse, row_of, out);
+    case 16: return pool_bags<16>(mode, dim, offsets, inverse, row_of, out);
+    case 32: return pool_bags<32>(mode, dim, offsets, inverse, row_of, out);
+    case 64: return pool_bags<64>(mode, dim, offsets, inverse, row_of, out);
+    default: return pool_bags<0>(mode, dim, offsets, inverse, row_of, out);
+  }
+}
+
+}  // namespace
+
+void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
+                  std::span<const uint32_t> inverse, const float* unique_rows, float* out) {
+  const size_t stride = static_cast<size_t>(dim);
+  pool_by_dim(mode, dim, offsets, inverse,
+              [unique_rows, stride](uint32_t u) { return unique_rows + u * stride; }, out);
+}
+
+void pool_forward_rows(pooling mode, int dim, std::span<const uint32_t> offsets,
+                       std::span<const uint32_t> inverse, std::span<const float* const> rows,
+                       float* out) {
+  pool_by_dim(mode, dim, offsets, inverse, [rows](uint32_t u) { return rows[u]; }, out);
 }
 
 void pool_backward(pooling mode, int dim, std::span<const uint32_t> offsets,

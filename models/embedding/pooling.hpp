@@ -22,6 +22,12 @@ dedup_result dedup_ids(std::span<const uint64_t> ids);
 void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
                   std::span<const uint32_t> inverse, const float* unique_rows, float* out);
 
+// The same with unique row u at rows[u] (rows where they arrived, e.g. in the shards' replies,
+// instead of copied into one array first). Same results as pool_forward bit for bit.
+void pool_forward_rows(pooling mode, int dim, std::span<const uint32_t> offsets,
+                       std::span<const uint32_t> inverse, std::span<const float* const> rows,
+                       float* out);
+
 // grad_unique: n_unique x dim, zeroed by the caller; accumulates.
 void pool_backward(pooling mode, int dim, std::span<const uint32_t> offsets,
                    std::span<const uint32_t> inverse, const float* grad_out, float* grad_unique);

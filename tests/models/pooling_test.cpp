@@ -1,6 +1,7 @@
 // Id de-duplication and bag pooling (sum / mean), forward values and gradients.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "grad_check.hpp"
@@ -67,5 +68,48 @@ TEST_CASE("pool_backward matches finite differences for sum and mean") {
     std::vector<float> twice = grad;
     pool_backward(mode, dim, offsets, inverse, r.data(), twice.data());
     for (size_t i = 0; i < grad.size(); ++i) CHECK(twice[i] == doctest::Approx(2.0 * grad[i]));
+  }
+}
+
+TEST_CASE("pool_forward_rows (a pointer per unique row) equals pool_forward at every dim") {
+  // Dims 8/16/32/64 take the compile-time loops, 3 and 12 the run-time one; bags of 0-4 ids.
+  const uint64_t seed = 20261203;
+  uint64_t s = seed;
+  auto next = [&s] { s ^= s << 13, s ^= s >> 7, s ^= s << 17; return s; };
+  for (int dim : {3, 8, 12, 16, 32, 64}) {
+    const uint32_t unique = 37;
+    std::vector<uint32_t> offsets = {0}, inverse;
+    for (int b = 0; b < 50; ++b) {
+      auto n = next() % 5;
+      for (uint64_t k = 0; k < n; ++k) inverse.push_back(static_cast<uint32_t>(next() % unique));
+      offsets.push_back(static_cast<uint32_t>(inverse.size()));
+    }
+    auto rows = random_vector(unique * static_cast<size_t>(dim), 61 + static_cast<uint64_t>(dim));
+    // The rows scattered in reverse order in another buffer, reached through pointers.
+    std::vector<float> scattered(rows.size());
+    std::vector<const float*> ptrs(unique);
+    for (uint32_t u = 0; u < unique; ++u) {
+      float* dst = scattered.data() + (unique - 1 - u) * static_cast<size_t>(dim);
+      std::copy_n(rows.data() + u * static_cast<size_t>(dim), dim, dst);
+      ptrs[u] = dst;
+    }
+    for (pooling mode : {pooling::sum, pooling::mean}) {
+      const size_t n = (offsets.size() - 1) * static_cast<size_t>(dim);
+      std::vector<float> a(n, -7.0f), b(n, 7.0f);
+      pool_forward(mode, dim, offsets, inverse, rows.data(), a.data());
+      pool_forward_rows(mode, dim, offsets, inverse, ptrs, b.data());
+      INFO("seed=" << seed << " dim=" << dim << " mean=" << (mode == pooling::mean));
+      REQUIRE(a == b);
+      // And both are the sums a plain double loop gives, to float rounding.
+      for (size_t bag = 0; bag + 1 < offsets.size(); ++bag)
+        for (int d = 0; d < dim; ++d) {
+          double sum = 0.0;
+          for (uint32_t k = offsets[bag]; k < offsets[bag + 1]; ++k)
+            sum += rows[inverse[k] * static_cast<size_t>(dim) + static_cast<size_t>(d)];
+          auto count = offsets[bag + 1] - offsets[bag];
+          if (mode == pooling::mean && count > 0) sum /= count;
+          CHECK(a[bag * static_cast<size_t>(dim) + static_cast<size_t>(d)] == doctest::Approx(sum).epsilon(1e-5));
+        }
+    }
   }
 }
