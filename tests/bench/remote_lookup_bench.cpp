@@ -26,12 +26,12 @@
 #include <caf/scoped_actor.hpp>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,56 +71,17 @@ bool read_all(int fd, char* p, size_t n) {
   return true;
 }
 
-// utime + stime of /proc/PID/stat, in 10 ms ticks: the fallback of cpu_seconds.
-double cpu_seconds_ticks(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "r");
-  if (!f)
-    return 0;
-  char buf[1024];
-  size_t len = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[len] = 0;
-  // After the command name (which may hold spaces): state is field 3, utime 14, stime 15.
-  const char* p = std::strrchr(buf, ')');
-  unsigned long utime = 0, stime = 0;
-  if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-                        &stime) != 2)
-    return 0;
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-// CPU time of every thread of `pid`, in seconds, to the nanosecond: the sum of the first field of
-// /proc/PID/task/*/schedstat (time on a CPU, ns). /proc/PID/stat's utime + stime count 10 ms
-// ticks, which over a slice of 16 requests (~70 ms of CPU) rounded every per-request figure to
-// a multiple of 0.625 ms (4.38 = 7 ticks, 1.25 = 2 ticks in every run of 2026-12-03). The bench's
-// threads live for the whole run, so no thread's time leaves the sum between two readings.
-// A kernel without schedstat (CONFIG_SCHED_INFO off) gets the tick figure.
+// CPU seconds (user + system, all threads, those that have exited included) a process has used
+// so far, to the nanosecond: its process CPU clock (clock_getcpuclockid). /proc/PID/stat's
+// utime + stime, used until 2026-12-05, count 10 ms ticks, which over a slice of 16 requests
+// (~70 ms of CPU) rounded every per-request figure to a multiple of 0.625 ms (4.38 = 7 ticks,
+// 1.25 = 2 ticks in every run of 2026-12-03).
 double cpu_seconds(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/task", static_cast<int>(pid));
-  DIR* d = ::opendir(path);
-  if (!d)
+  clockid_t clock;
+  timespec ts{};
+  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &ts) != 0)
     return 0;
-  unsigned long long ns = 0;
-  bool read_any = false;
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.')
-      continue;
-    char stat[320];
-    std::snprintf(stat, sizeof stat, "/proc/%d/task/%s/schedstat", static_cast<int>(pid), e->d_name);
-    if (FILE* f = std::fopen(stat, "r")) {
-      unsigned long long t = 0;
-      if (std::fscanf(f, "%llu", &t) == 1) {
-        ns += t;
-        read_any = true;
-      }
-      std::fclose(f);
-    }
-  }
-  ::closedir(d);
-  return read_any ? static_cast<double>(ns) * 1e-9 : cpu_seconds_ticks(pid);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 struct slice_figures {
