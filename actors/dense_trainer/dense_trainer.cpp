@@ -5,6 +5,7 @@
 #include "models/cuda/cuda_dense_model.hpp"
 #endif
 #include "models/assert.hpp"
+#include "models/dense/batch_split.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -158,8 +159,8 @@ caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_confi
     return make_error(errc::invalid_config, std::string("model.precision ")
                                               + dense_precision_name(c.model.precision)
                                               + ": the CPU dense path computes in fp32 only");
-  if (!c.cuda)
-    return make_dense_model(c.model, c.seed);
+  if (!c.cuda)  // splits each step's batch over blas_threads threads (batch_split.hpp)
+    return make_cpu_dense_model(c.model, c.seed, c.blas_threads);
 #ifdef SATRAP_HAVE_CUDA
   auto devices = cuda_device_count();
   if (!devices)

@@ -148,8 +148,9 @@ struct dense_trainer_config {
   std::vector<gradient_aggregator_actor> aggregators; // every aggregator of the job
   progress_sink_actor progress;                       // may be null
   int32_t progress_every = 20;                        // steps between progress reports
-  // OpenBLAS threads for the dense step (CPU trainers), in effect while this is the only trainer
-  // in its process (models/dense/blas_threads.hpp); resolved from training.blas_threads.
+  // Threads of the dense step (CPU trainers): the batch is split over them, each part with
+  // OpenBLAS at 1 thread (models/dense/batch_split.hpp), while this is the only trainer in its
+  // process (models/dense/blas_threads.hpp); resolved from training.blas_threads.
   int32_t blas_threads = 1;
   size_t auc_window = 100000;                         // predictions in the running AUC
   // New predictions before the window is re-sorted: once per window turned over. The sort runs

@@ -35,7 +35,6 @@ void eval_batch(self_ptr self, eval_run& e, int64_t n) {
   }
   auto size = static_cast<int>(in->dense.size);
   st.logits.resize(static_cast<size_t>(size));
-  blas_threads_apply(st.config.blas_threads);
   st.model->forward(size, in->dense.dense.data(), in->pooled.values.data(), st.logits.data());
   auto labels = in->dense.labels;
   auto probs = in->dense.probs;

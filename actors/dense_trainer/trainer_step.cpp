@@ -236,7 +236,6 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
     return loss.value();
   }
 #endif
-  blas_threads_apply(st.config.blas_threads);
   return st.model->forward_backward(size, in.dense.dense.data(), in.pooled.values.data(),
                                     in.dense.labels.data(), scale, st.logits.data(), pooled_grad);
 }

@@ -20,8 +20,10 @@ int auto_blas_threads(const dense_model_config& model, int cores) {
 blas_threads_lease::blas_threads_lease() { leases.fetch_add(1); }
 blas_threads_lease::~blas_threads_lease() { leases.fetch_sub(1); }
 
+int blas_threads_granted(int want) { return leases.load() == 1 ? std::max(want, 1) : 1; }
+
 int blas_threads_apply(int want) {
-  int n = leases.load() == 1 ? std::max(want, 1) : 1;
+  int n = blas_threads_granted(want);
   if (current.exchange(n) != n) openblas_set_num_threads(n);
   return n;
 }

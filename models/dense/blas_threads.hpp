@@ -35,8 +35,10 @@ class blas_threads_lease {
   blas_threads_lease& operator=(const blas_threads_lease&) = delete;
 };
 
-// Sets OpenBLAS to `want` threads if exactly one lease is held, else to 1; returns the count in
-// effect.
+// The threads a trainer asking for `want` may use now: `want` (at least 1) if exactly one lease is
+// held, else 1. Changes nothing (batch_split.hpp runs its own threads, OpenBLAS at 1).
+int blas_threads_granted(int want);
+// Sets OpenBLAS to blas_threads_granted(want) threads; returns that count.
 int blas_threads_apply(int want);
 
 }  // namespace satrap

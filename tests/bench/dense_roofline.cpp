@@ -44,13 +44,13 @@
 #include <thread>
 #include <vector>
 
+#include "models/assert.hpp"
+#include "models/dense/batch_split.hpp"
 #include "models/dense/blas_threads.hpp"
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/interaction.hpp"
 #include "models/dense/linear.hpp"
 #include "models/dense/model_zoo.hpp"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
@@ -178,6 +178,24 @@ timing time_per_call(const std::function<void()>& f, double min_s) {
   return {wall / calls, cpu / calls};
 }
 
+// Seconds per round of two threads at once, each running its own list of GEMMs (at 1 OpenBLAS
+// thread, as linear.cpp makes them) once per round, `rounds` rounds; wall clock from a common start
+// to the later finish. What the machine's two cores give to the batch split (batch_split.hpp):
+// each thread runs half the batch's GEMMs.
+double concurrent_round(const std::vector<gemm_call>& a, const std::vector<gemm_call>& b, int rounds) {
+  auto run = [rounds](const std::vector<gemm_call>& calls) {
+    for (int r = 0; r < rounds; ++r)
+      for (auto& c : calls) (c.blocked ? c.blocked : c.run)();
+  };
+  run(a);  // warm
+  run(b);
+  auto start = clock_type::now();
+  std::thread other([&] { run(b); });
+  run(a);
+  other.join();
+  return std::chrono::duration<double>(clock_type::now() - start).count() / rounds;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -187,14 +205,23 @@ void run_shape(const shape& s, int reps, double min_s) {
   std::mt19937 rng(17);
   buffers buf;
   auto calls = model_gemms(s, buf, rng);
+  // The same GEMMs at half the batch, twice (two threads' own buffers): the batch split's GEMMs.
+  shape half = s;
+  half.batch = s.batch / 2;
+  buffers buf_a, buf_b;
+  auto calls_a = model_gemms(half, buf_a, rng), calls_b = model_gemms(half, buf_b, rng);
   double gemm_flops = 0;
   for (auto& c : calls) gemm_flops += c.flops;
   const double flops_per_sample = gemm_flops / s.batch + interaction_flops(s.model);
 
   // The dense step's inputs: dense features, pooled embeddings, labels.
   const auto& m = s.model;
+  // `model`: the zoo's model, OpenBLAS at 1 or 2 threads; `split`: the trainer's model at 2
+  // threads, the batch split in two halves, each at 1 OpenBLAS thread (batch_split.hpp).
   auto model = make_dense_model(m, 7);
+  batch_split_model split(m, 7, 2);
   dense_optimizer optimizer(s.optimizer, model->params().size());
+  dense_optimizer split_optimizer(s.optimizer, split.params().size());
   float* dense = buf.make(size_t(s.batch) * m.dense_features, rng);
   float* pooled = buf.make(size_t(s.batch) * m.slots * m.dim, rng);
   std::vector<float> labels(s.batch), logits(s.batch), pooled_grad(size_t(s.batch) * m.slots * m.dim);
@@ -215,15 +242,21 @@ void run_shape(const shape& s, int reps, double min_s) {
     interaction_backward(s.batch, m.slots, m.dim, ix, pooled, iz, idx, idemb);
   };
   auto opt_only = [&] { optimizer.step(model->params(), model->grads()); };
+  auto split_step = [&] {
+    split.forward_backward(s.batch, dense, pooled, labels.data(), 1.0f / float(s.batch),
+                           logits.data(), pooled_grad.data());
+    split_optimizer.step(split.params(), split.grads());
+  };
 
   // Per rep: GEMMs at 1 thread (CPU time: the work of one core, steady under load), at 2
   // threads (wall clock: what two cores deliver, meaningful on a quiet machine only), the step at
   // 1 thread (CPU and wall) and at 2 threads (wall), the interaction and the optimizer (CPU).
-  std::vector<double> gemm_1t, gemm_1t_one, gemm_2t, step_cpu, step_wall, step_2t, inter_t, opt_t;
+  std::vector<double> gemm_1t, gemm_1t_one, gemm_2t, gemm_split, step_cpu, step_wall, step_2t,
+    step_split, inter_t, opt_t;
   std::vector<std::vector<double>> per_call(calls.size()), per_call_blocked(calls.size());
   for (int r = 0; r < reps; ++r) {
     for (int threads : {1, 2}) {
-      openblas_set_num_threads(threads);
+      blas_threads_apply(threads);
       double total = 0, total_one = 0;
       for (size_t c = 0; c < calls.size(); ++c) {
         timing t = time_per_call(calls[c].run, min_s / double(calls.size()));
@@ -248,17 +281,23 @@ void run_shape(const shape& s, int reps, double min_s) {
         step_2t.push_back(st.wall);
       }
     }
-    openblas_set_num_threads(1);
+    blas_threads_apply(1);
+    const int rounds = std::max(3, static_cast<int>(min_s / std::max(gemm_1t.back() / 2, 1e-4)));
+    gemm_split.push_back(concurrent_round(calls_a, calls_b, rounds));
+    step_split.push_back(time_per_call(split_step, min_s).wall);
+    SATRAP_ASSERT(split.last_parts() == 2, "parts={}", split.last_parts());
+    blas_threads_apply(1);
     inter_t.push_back(time_per_call(interaction, min_s / 4).cpu);
     opt_t.push_back(time_per_call(opt_only, min_s / 4).cpu);
     std::fprintf(stderr,
                  "%s rep %d: gemm 1t %.3f ms cpu, 2t %.3f ms wall; step 1t %.3f ms cpu %.3f ms "
-                 "wall, 2t %.3f ms wall\n",
+                 "wall, 2t %.3f ms wall; split: gemm %.3f ms wall, step %.3f ms wall\n",
                  s.name.c_str(), r, gemm_1t.back() * 1e3, gemm_2t.back() * 1e3,
-                 step_cpu.back() * 1e3, step_wall.back() * 1e3, step_2t.back() * 1e3);
+                 step_cpu.back() * 1e3, step_wall.back() * 1e3, step_2t.back() * 1e3,
+                 gemm_split.back() * 1e3, step_split.back() * 1e3);
   }
-  const double g1 = median(gemm_1t), g2 = median(gemm_2t);
-  const double rate = gemm_flops / std::min(g1, g2);
+  const double g1 = median(gemm_1t), g2 = median(gemm_2t), gs = median(gemm_split);
+  const double rate = gemm_flops / std::min({g1, g2, gs});
   const double roofline_sps = rate / flops_per_sample;
   const double s1 = median(step_cpu);
   const double satrap_sps = s.batch / s1;
@@ -277,19 +316,24 @@ void run_shape(const shape& s, int reps, double min_s) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int auto_threads = std::min(2, auto_blas_threads(s.model, cores));
   const double satrap_2t_sps = s.batch / median(step_2t);
-  const double satrap_auto_sps = auto_threads >= 2 ? satrap_2t_sps : satrap_sps;
+  const double satrap_split_sps = s.batch / median(step_split);
+  const double satrap_auto_sps = auto_threads >= 2 ? satrap_split_sps : satrap_sps;
   const double roofline_1t = gemm_flops / g1 / flops_per_sample;
   const double roofline_2t = gemm_flops / g2 / flops_per_sample;
+  const double roofline_split = gemm_flops / gs / flops_per_sample;
   std::printf("model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
-              "roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f satrap_2t_wall_sps=%.0f "
-              "auto_threads=%d satrap_auto_sps=%.0f roofline_fraction=%.3f "
-              "roofline_fraction_1t=%.3f roofline_fraction_2t=%.3f "
-              "roofline_fraction_one_call=%.3f reps=%d\n",
+              "gemm_gflops_split=%.1f roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f "
+              "satrap_2t_wall_sps=%.0f satrap_split_wall_sps=%.0f auto_threads=%d "
+              "satrap_auto_sps=%.0f roofline_fraction=%.3f roofline_fraction_1t=%.3f "
+              "roofline_fraction_2t=%.3f roofline_fraction_split=%.3f "
+              "roofline_fraction_one_call=%.3f split_vs_2t=%.3f reps=%d\n",
               s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9,
-              gemm_flops / g2 * 1e-9, roofline_sps, satrap_sps, s.batch / median(step_wall),
-              satrap_2t_sps, auto_threads, satrap_auto_sps, satrap_auto_sps / roofline_sps,
-              satrap_sps / roofline_1t, satrap_2t_sps / roofline_2t,
-              satrap_sps / (gemm_flops / median(gemm_1t_one) / flops_per_sample), reps);
+              gemm_flops / g2 * 1e-9, gemm_flops / gs * 1e-9, roofline_sps, satrap_sps,
+              s.batch / median(step_wall), satrap_2t_sps, satrap_split_sps, auto_threads,
+              satrap_auto_sps, satrap_auto_sps / roofline_sps, satrap_sps / roofline_1t,
+              satrap_2t_sps / roofline_2t, satrap_split_sps / roofline_split,
+              satrap_sps / (gemm_flops / median(gemm_1t_one) / flops_per_sample),
+              satrap_split_sps / satrap_2t_sps, reps);
   std::fflush(stdout);
 }
 
@@ -317,6 +361,7 @@ int main(int argc, char** argv) {
   adagrad.kind = dense_optimizer_kind::adagrad;
   adagrad.learning_rate = 0.05f;
   shape kaggle{"kaggle", kaggle_model, 2048, adagrad};
+  blas_threads_lease lease;  // as a trainer holds one: blas_threads_apply(2) gives 2 threads
   if (which != "kaggle") run_shape(def, reps, min_s);
   if (which != "default") run_shape(kaggle, reps, min_s);
   return 0;
