@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> half(dim, 0x3c00);
 
   const char* names[] = {"hash", "index", "rows", "copy", "fp16", "flat", "flat_4k", "store", "peek", "store_fp16",
-                         "index_home"};
-  constexpr int variants = 11;
+                         "index_home", "plain", "rows_plain"};
+  constexpr int variants = 13;
   std::vector<double> t[variants];
   double sink = 0;
   for (int rep = 0; rep < reps; ++rep)
@@ -127,6 +127,14 @@ int main(int argc, char** argv) {
               acc += index.find_home(b[i], row_index::hash_of(b[i]));
             }
             break;
+          case 11:
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[i * dim], slabs.weights(index.find(b[i], row_index::hash_of(b[i]))), dim * 4);
+            break;
+          case 12:
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[i * dim], slabs.weights(static_cast<uint32_t>(b[i])), dim * 4);
+            break;
         }
         t[v].push_back((bench::thread_cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += static_cast<double>(acc % 7) + out[5];
@@ -137,6 +145,7 @@ int main(int argc, char** argv) {
               uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, bench::anon_huge_kib() / 1024,
               rows * row_floats * 4 >> 20, static_cast<size_t>(store.counters().bytes >> 20), sink);
   for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
+  for (int v = 11; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
   std::printf("ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f\n",
               bench::median(t[5]) / bench::median(t[7]), bench::median(t[5]) / bench::median(t[8]), bench::median(t[5]) / bench::median(t[9]),
               bench::median(t[5]) / bench::median(t[6]));

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+
+#include <cublas_v2.h>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,23 @@
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace satrap;
+
+namespace {
+
+bool cublas_mapped() {  // whether libcublas is mapped into this process
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return false;
+  char line[4096];
+  bool found = false;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::string(line).find("libcublas") != std::string::npos) found = true;
+  std::fclose(f);
+  return found;
+}
+
+bool cublas_at_start = true;  // set by main
+
+}  // namespace
 
 // ---- without a GPU too --------------------------------------------------------------------------
 
@@ -28,6 +47,12 @@ TEST_SUITE("host") {
     REQUIRE_FALSE(b.ok());
     CHECK(b.error().find("CUBLAS_STATUS_INVALID_VALUE") != std::string::npos);
     CHECK_FALSE(SATRAP_NCCL_CHECK(4).ok());  // ncclInvalidArgument
+  }
+
+  TEST_CASE("cuBLAS is not loaded at start, and is on its first call (models/cuda/cublas_lazy.cpp)") {
+    CHECK_FALSE(cublas_at_start);  // read in main, before any case ran
+    CHECK(std::string(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE)) == "CUBLAS_STATUS_INVALID_VALUE");
+    CHECK(cublas_mapped());
   }
 
   TEST_CASE("make_cuda_dense_model refuses what the GPU path lacks, and missing devices") {
@@ -63,6 +88,7 @@ TEST_SUITE("host") {
 
 // Without a device: the host suite, then exit 77 (CTest's SKIP_RETURN_CODE) saying why.
 int main(int argc, char** argv) {
+  cublas_at_start = cublas_mapped();
   doctest::Context context;
   context.applyCommandLine(argc, argv);
   auto devices = cuda_device_count();
