@@ -10,6 +10,8 @@
 // `copy` (the 64-byte copy of rows already in L1); `fp16` (one half row widened to fp32, in L1);
 // `flat` and `flat_4k` (the bench's flat gather, 68-byte rows, on huge pages and on 4 KiB pages);
 // `store` / `peek` / `store_fp16` (embedding_table::lookup, peek, and lookup of an fp16 table).
+// `plain` (the index and the rows as a plain loop, no software prefetch: find, then copy) and
+// `rows_plain` (the rows alone, row numbers known, no software prefetch), added 2026-12-05.
 // It prints the process's AnonHugePages, so that the flat array and the store are seen on the
 // same page size.
 // usage: store_stages [rows=10M] [reps=3] [zipf|uniform]
@@ -145,7 +147,6 @@ int main(int argc, char** argv) {
               uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, bench::anon_huge_kib() / 1024,
               rows * row_floats * 4 >> 20, static_cast<size_t>(store.counters().bytes >> 20), sink);
   for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
-  for (int v = 11; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
   std::printf("ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f\n",
               bench::median(t[5]) / bench::median(t[7]), bench::median(t[5]) / bench::median(t[8]), bench::median(t[5]) / bench::median(t[9]),
               bench::median(t[5]) / bench::median(t[6]));
