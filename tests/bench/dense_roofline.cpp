@@ -13,11 +13,16 @@
 //    the GEMMs' FLOPs over the better thread count's summed time.
 //  - roofline_sps = rate / (FLOPs per sample): the samples/s the machine allows if every FLOP of
 //    the step ran at sgemm speed (the interaction counted at that speed too).
+//    Since 2026-12-05 also a third way (gemm_gflops_split): the GEMMs at half the batch, run by two
+//    threads at once, each at 1 OpenBLAS thread (wall clock) - what the batch split
+//    (models/dense/batch_split.hpp) asks of the machine; the roofline takes the best of the three.
 //  - satrap's dense step, dense_model::forward_backward + dense_optimizer::step on a fixed batch:
 //    satrap_sps with OpenBLAS at 1 thread (CPU time; also by wall clock), satrap_2t_wall_sps at
-//    2 threads (wall clock), and satrap_auto_sps at the thread count a trainer of `satrap train`
-//    takes for this model on this machine (training.blas_threads auto, blas_threads.hpp: 2 for the
-//    Kaggle shape on 2 cores, 1 for the default model), auto_threads.
+//    2 OpenBLAS threads (the zoo's model unsplit, wall clock; how trainers ran until 2026-12-05),
+//    satrap_split_wall_sps (the trainer's model at 2 threads: the batch split), and
+//    satrap_auto_sps at the thread count a trainer of `satrap train` takes for this model on this
+//    machine (training.blas_threads auto, blas_threads.hpp: 2 for the Kaggle shape on 2 cores,
+//    then the split; 1 for the default model), auto_threads.
 //  - roofline_fraction = satrap_auto_sps / roofline_sps, each at its best thread count (goal >=
 //    0.85); roofline_fraction_1t / _2t compare the two at the same thread count;
 //    roofline_fraction_one_call = satrap_sps against the 1-thread rate of the one-call GEMMs
