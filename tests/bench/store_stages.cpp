@@ -3,8 +3,7 @@
 // variant after the other, on this thread's CPU clock; figures are medians (ns per id) over reps x
 // batches.
 //
-// Variants (each over all batches in turn, so each starts with a cache the previous one has not
-// warmed for it): `hash` (row_index::hash_of only); `index` (the store's index alone, filled with the
+// Variants: `hash` (row_index::hash_of only); `index` (the store's index alone, filled with the
 // same ids: home bucket prefetched 16 ids ahead, then the whole find, which walks on without a
 // prefetch for the ids beyond the home bucket); `index_home` (the same, home bucket only:
 // find_home, which answers `more` for those); `rows` (the rows alone:
@@ -97,7 +96,6 @@ int main(int argc, char** argv) {
     for (int v = 0; v < variants; ++v)
       for (auto& b : batches) {
         const size_t n = b.size();
-        {
         double c0 = bench::thread_cpu_s();
         uint64_t acc = 0;
         switch (v) {
@@ -149,7 +147,6 @@ int main(int argc, char** argv) {
         t[v].push_back((bench::thread_cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += static_cast<double>(acc % 7) + out[5];
       }
-    }
   std::printf("%s ids, %zu rows, %zu x %zu ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB on huge "
               "pages, store %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
               uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, bench::anon_huge_kib() / 1024,
