@@ -26,7 +26,7 @@ std::vector<job_field> run_fields() {
                      training.progress_every, 1, i32max),
     SATRAP_INT_FIELD("training.blas_threads", "blas-threads",
                      "OpenBLAS threads of a CPU trainer, while it is the only one in its process "
-                     "(0: auto, the process's cores for a dense network of >= 100k parameters, else 1)",
+                     "(0: auto, the process's cores for a dense network of >= 50k parameters, else 1)",
                      training.blas_threads, 0, 256),
     SATRAP_INT_FIELD("training.eval_every", "eval-every",
                      "steps between validation evaluations (0: each epoch; synthetic: at the end)",

@@ -9,10 +9,11 @@
 //
 // auto_blas_threads decides `training.blas_threads: 0` (auto): the process's cores when the dense
 // network is big enough that its GEMMs dominate a step (dense_model_param_count >=
-// blas_threads_auto_params), else 1. Measured in tests/bench/README.md ("train_vs_torch.sh"):
-// the Kaggle DLRM shape (475k parameters) runs ~1.4x faster with 2 threads on 2 cores; the
-// default job (~1k parameters, a linear top) slows down with them (the second thread's spinning
-// takes CPU from the shards and loaders).
+// blas_threads_auto_params), else 1. Measured in tests/bench/README.md ("train_vs_torch.sh", and
+// its first section for 2026-12-06): the Kaggle DLRM shape (475k parameters) runs ~1.4x faster
+// with 2 threads on 2 cores, and since the batch split (batch_split.hpp) an 80k-parameter top
+// 1.06-1.15x; a 13k or 33k one runs as fast either way, and the default job (~1k parameters, a
+// linear top) 0.89-0.94x.
 // Threading: all functions are thread-safe.
 #pragma once
 
@@ -23,7 +24,7 @@
 namespace satrap {
 
 // Parameters of the dense network from which auto gives it the process's cores.
-inline constexpr uint64_t blas_threads_auto_params = 100000;
+inline constexpr uint64_t blas_threads_auto_params = 50000;
 
 int auto_blas_threads(const dense_model_config& model, int cores);
 
