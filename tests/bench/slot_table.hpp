@@ -32,18 +32,16 @@
 // the chunk's 12 tags at once (SSE2), and verifies the id in the slot; at the default load most
 // ids live in their home chunk, the rest in the next few (linear probing over chunks). The overflow
 // count of a chunk says how many entries probed past it, so a search for an absent id stops at the
-// first chunk whose count is 0 (as F14 does). Erase clears the tag and walks the entry's path
-// from its home decrementing the counts, then shifts displaced entries whose path passes the hole
-// back into it (as the store's row_index does): without that, CLOCK churn at full load leaves
-// entries displaced behind holes until every chunk's count is nonzero and every search for an
-// absent id walks the whole table (the first version of this table did exactly that in the churn
-// test). The `displaced` bits keep the shift from reading the ids of entries at home. Erase takes
-// the slots in flight and never moves them; the store version grew the table before a batch,
-// never during one, so a slot in flight stayed valid.
+// first chunk whose count is 0 (as F14 does). This bench copy has no erase and does not grow: the
+// store version's erase cleared the tag, walked the entry's path from its home decrementing the
+// counts, then shifted displaced entries whose path passed the hole back into it (as the store's
+// row_index does): without that, CLOCK churn at full load left entries displaced behind holes
+// until a search for an absent id walked the whole table (its first version did exactly that in
+// the churn test). The `displaced` bits kept the shift from reading the ids of entries at home;
+// erase never moved slots in flight, and the table grew before a batch, never during one.
 //
 // Bytes per row: (8 + row bytes + 16 / 12) / load. At dim 16, fp32, row-wise Adagrad (68-byte
 // rows) and the load a capacity-bounded table reaches (max_load 0.92): 83.9, 1.23x the payload.
-// An unbounded table grows 1.5x at a time, so its load lies between 0.61 and 0.92.
 // Threading: not thread-safe; one owner.
 // (What the store version's tests found, for whoever takes it up: churn at full load kept the
 // mean path of an absent id at 3-5 chunks over 50,000 erase + insert steps, as right after the
@@ -54,8 +52,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <span>
-#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -72,13 +68,14 @@ class slot_table {
   static constexpr size_t lanes = 12;  // slots per chunk
   static constexpr double max_load = 0.92;
 
-  // row_bytes: the bytes a slot keeps after its id (a multiple of 4).
-  explicit slot_table(size_t row_bytes, size_t expected_rows = 0);
+  // row_bytes: the bytes a slot keeps after its id (a multiple of 4); room for `rows` at max_load.
+  slot_table(size_t row_bytes, size_t rows);
 
   static uint64_t hash_of(uint64_t id) { return mix64(id ^ 0x2545f4914f6cdd1dULL); }
   size_t home_of(uint64_t hash) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash) * chunks_n_) >> 64);
   }
+  size_t slots() const { return chunks_n_ * lanes; }
   // The control line of the id's home chunk (most searches read only it).
   void prefetch_home(uint64_t hash) const { prefetch_line(&ctrl_[home_of(hash)]); }
 
@@ -109,35 +106,11 @@ class slot_table {
     }
     return npos;
   }
-  uint32_t find(uint64_t id) const { return find(id, hash_of(id)); }
-  // The chunks a search on this hash's path reads at most (up to the first with overflow 0).
-  size_t path_chunks(uint64_t hash) const {
-    size_t c = home_of(hash), n = 1;
-    for (; n < chunks_n_ && ctrl_[c].overflow != 0; ++n) c = next(c);
-    return n;
-  }
-
-  // Inserts id (absent) and returns its slot, marked referenced or not; its row bytes are left as
-  // they were (the caller writes them). The table must have room: reserve first.
-  uint32_t insert(uint64_t id, uint64_t hash, bool referenced = true);
-  // Erases the entry in `slot`; other entries may move back into the hole, but none in `pinned`.
-  void erase_slot(uint32_t slot, std::span<const uint32_t> pinned = {});
-  bool erase(uint64_t id);  // false when absent
-  // Room for `rows` entries without passing max_load: grows (rehashes) when needed, at least 1.5x,
-  // but never past the size for `limit` rows when limit > 0. Slot numbers change when it grows.
-  void reserve(size_t rows, size_t limit = 0);
-  bool has_room() const { return static_cast<double>(size_ + 1) <= max_load * static_cast<double>(slots()); }
-  void clear();  // no entries, the initial size
-
-  size_t size() const { return size_; }
-  size_t slots() const { return chunks_n_ * lanes; }
-  size_t stride() const { return stride_; }
-  size_t bytes() const {
-    return huge_alloc_size(chunks_n_ * sizeof(chunk)) + huge_alloc_size(slots() * stride_) + changed_.capacity() * 8;
-  }
+  // Inserts id (absent) and returns its slot, marked referenced; its row bytes are left as they
+  // were (the caller writes them). The table does not grow: size it for its rows when made.
+  uint32_t insert(uint64_t id, uint64_t hash);
 
   // ---- a slot ----
-  bool used(uint32_t s) const { return ctrl_[s / lanes].tag[s % lanes] != 0; }
   uint64_t id_at(uint32_t s) const {
     uint64_t id;
     std::memcpy(&id, record(s), 8);
@@ -146,30 +119,17 @@ class slot_table {
   std::byte* row(uint32_t s) { return record(s) + 8; }
   const std::byte* row(uint32_t s) const { return record(s) + 8; }
   // The lines holding the slot's id and its first `row_bytes` bytes.
-  void prefetch_slot(uint32_t s, size_t row_bytes, bool for_write = false) const {
+  void prefetch_slot(uint32_t s, size_t row_bytes) const {
     auto a = reinterpret_cast<uintptr_t>(record(s));
     for (uintptr_t line = a & ~uintptr_t{63}; line < a + 8 + row_bytes; line += 64)
-      prefetch_line(reinterpret_cast<const void*>(line), for_write);
+      prefetch_line(reinterpret_cast<const void*>(line));
   }
   // The CLOCK bit, in the chunk's control (a hit sets it in a line the search already holds).
-  bool referenced(uint32_t s) const { return (ctrl_[s / lanes].ref >> (s % lanes)) & 1; }
   void touch(uint32_t s) {
     chunk& k = ctrl_[s / lanes];
     auto bit = static_cast<uint16_t>(1u << (s % lanes));
     if (!(k.ref & bit)) k.ref = static_cast<uint16_t>(k.ref | bit);
   }
-  void clear_referenced(uint32_t s) {
-    chunk& k = ctrl_[s / lanes];
-    k.ref = static_cast<uint16_t>(k.ref & ~(1u << (s % lanes)));
-  }
-  // `changed` since the last snapshot: one bit per slot, beside the table.
-  bool changed(uint32_t s) const { return (changed_[s / 64] >> (s % 64)) & 1; }
-  void set_changed(uint32_t s, bool on) {
-    uint64_t m = uint64_t{1} << (s % 64);
-    changed_[s / 64] = on ? (changed_[s / 64] | m) : (changed_[s / 64] & ~m);
-  }
-  void prefetch_changed(uint32_t s) const { prefetch_line(&changed_[s / 64], true); }
-  void clear_changed() { std::fill(changed_.begin(), changed_.end(), 0); }
 
  private:
   struct alignas(16) chunk {
@@ -191,11 +151,6 @@ class slot_table {
       for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>(tag[i] == 0) << i;
       return m;
     }
-    uint32_t displaced() const {  // bit i: lane i holds an entry past its home chunk
-      uint32_t m = 0;
-      for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>(tag[i] >> 7) << i;
-      return m;
-    }
   };
   static_assert(sizeof(chunk) == 16);
 
@@ -205,13 +160,6 @@ class slot_table {
   }
   size_t next(size_t c) const { return c + 1 == chunks_n_ ? 0 : c + 1; }
   std::byte* record(uint32_t s) const { return records_.get() + static_cast<size_t>(s) * stride_; }
-  size_t chunks_for(size_t rows) const;
-  void allocate(size_t chunks);
-  void rehash(size_t chunks);
-  void unpass(size_t c) {
-    if (ctrl_[c].overflow != 0xffff) --ctrl_[c].overflow;
-  }
-  void move(uint32_t from, uint32_t to, size_t home);
 
   struct huge_delete {
     size_t bytes;  // no initializer: the enclosing class uses it before it is complete
@@ -220,7 +168,6 @@ class slot_table {
   size_t stride_;  // 8 + row bytes
   std::unique_ptr<chunk[], huge_delete> ctrl_;
   std::unique_ptr<std::byte[], huge_delete> records_;
-  std::vector<uint64_t> changed_;
   size_t chunks_n_ = 0;
   size_t size_ = 0;
 };
