@@ -271,13 +271,8 @@ struct clock_peek : caf::detail::test_actor_clock {
   }
 };
 
-// A simulated node process: registers its agent with the admin, then sends heartbeats on the
-// clock. `alive` false stops it (its process died); `paused_until` skips heartbeats.
-struct node_proc_state {
-  int64_t paused_until_ms = -1;
-  static inline const char* name = "sim_node";
-};
-
+// A simulated node process (`proc`): registers its agent with the admin, then sends heartbeats on
+// the clock. `up` false: its process died; until `paused_until_ms` it skips heartbeats.
 struct sim_node {
   node_agent_actor agent;
   caf::actor proc;
@@ -329,7 +324,7 @@ class simulation {
       self->send(admin, register_atom::value, node_info{"sim", "sim", name, agent, "token-" + name});
       self->delayed_send(self, interval, heartbeat_atom::value);
       return {
-        [=](heartbeat_atom) {
+        [=, this](heartbeat_atom) {
           if (now_ms() >= nodes_[static_cast<size_t>(i)].paused_until_ms)
             self->send(admin, heartbeat_atom::value, name, std::vector<actor_stat>{});
           self->delayed_send(self, interval, heartbeat_atom::value);
