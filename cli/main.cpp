@@ -10,6 +10,7 @@
 #include "cli/serving_commands.hpp"
 #include "cli/train_command.hpp"
 
+#include "models/dense/blas_threads.hpp"
 #include "runtime/version.hpp"
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   // A write past RLIMIT_FSIZE then fails with EFBIG, which the job's record names, instead of
   // SIGXFSZ killing the process (a node killed so would be restarted into the same wall).
   std::signal(SIGXFSZ, SIG_IGN);
+  satrap::blas_threads_quiesce();  // OpenBLAS's idle threads would spin for the first ~0.1 s
   CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
                "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
                "dense network synchronously on data-parallel trainers (after PERSIA)."};

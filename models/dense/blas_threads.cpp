@@ -4,6 +4,8 @@
 #include <atomic>
 
 extern "C" void openblas_set_num_threads(int);
+// OpenBLAS's pthread build; weak, so a build without it (serial) links and skips the call.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 
 namespace satrap {
 
@@ -21,6 +23,10 @@ blas_threads_lease::blas_threads_lease() { leases.fetch_add(1); }
 blas_threads_lease::~blas_threads_lease() { leases.fetch_sub(1); }
 
 int blas_threads_granted(int want) { return leases.load() == 1 ? std::max(want, 1) : 1; }
+
+void blas_threads_quiesce() {
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
+}
 
 int blas_threads_apply(int want) {
   int n = blas_threads_granted(want);

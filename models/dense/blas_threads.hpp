@@ -28,6 +28,12 @@ inline constexpr uint64_t blas_threads_auto_params = 50000;
 
 int auto_blas_threads(const dense_model_config& model, int cores);
 
+// Stops OpenBLAS's server threads, which it starts when the library loads: each spins in
+// sched_yield for ~0.1 s (2^28 TSC cycles) before it sleeps, ~11,000 syscalls and most of a core
+// at every process start (`satrap --version` included). OpenBLAS starts them again on its next
+// multi-threaded call (its lazy re-init after fork). Called first thing in `satrap`'s main.
+void blas_threads_quiesce();
+
 class blas_threads_lease {
  public:
   blas_threads_lease();
