@@ -64,8 +64,8 @@ satrap_config::satrap_config() {
   // hop, while satrap's bulk messages deserialise as one memcpy (capnp_payload) anyway.
   set("middleman.workers", size_t{0});
   // Scheduler: one worker per core, and satrap's work-stealing policy (runtime/wake_stealing.hpp):
-  // an idle worker spins 100 us and then parks until work is enqueued for it, where CAF's own
-  // policy only polls (50 us naps, then 1 ms sleeps) and left the second core idle 11% of a
+  // an idle worker polls for 100 us, yielding, then parks until work is enqueued for it. CAF's
+  // own policy only polls (50 us naps, then 1 ms sleeps) and left the second core idle 11% of a
   // training run while actors waited on the first one's queue. CAF 0.17's defaults also ran at
   // least 4 workers; between multi-MB remote lookups the idle ones woke 20,000 times a second.
   set("scheduler.max-threads", size_t{std::max(1u, std::thread::hardware_concurrency())});

@@ -4,11 +4,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/config_option_adder.hpp>
 #include <caf/config_value.hpp>
-#include <caf/defaults.hpp>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace satrap {
 
@@ -26,11 +21,5 @@ wake_stealing::worker_data::worker_data(caf::scheduler::abstract_coordinator* pa
 
 wake_stealing::worker_data::worker_data(const worker_data& other)
     : spin(other.spin), park(other.park) {}
-
-void wake_stealing::spin_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 }  // namespace satrap
