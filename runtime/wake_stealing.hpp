@@ -10,9 +10,10 @@
 // tests/bench/README.md, pipeline_overhead).
 //
 // What it does:
-// - An idle worker polls for `spin` (its own queue, then every other queue's tail, yielding the
-//   core between polls), then parks on its condition variable for at most `park` (the `work-stealing.relaxed-sleep-duration`
-//   knob), counted in the coordinator's `parked`.
+// - A worker that ran out of jobs polls for `spin` (its own queue, then every other queue's
+//   tail, yielding the core between polls), then parks on its condition variable for at most
+//   `park`, counted in the coordinator's `parked`. After a park that timed out it only looks
+//   once and parks again: an idle process costs one look per worker per `park`.
 // - Whoever enqueues a job (an actor sending from a worker, a non-worker thread, an actor that
 //   used up its throughput) wakes one parked worker when there is one: the job is then run by
 //   whichever worker gets to it first, the sender after its handler or the woken one by stealing.
@@ -46,8 +47,10 @@ namespace satrap {
 // little. Measured on the default job (tests/bench/README.md, pipeline_overhead).
 inline constexpr std::chrono::microseconds default_spin{100};
 // A parked worker looks at the queues again after this even when nobody woke it: the safety net
-// under the wake-ups (CAF's own relaxed sleep is 10 ms; satrap used 1 ms before this policy).
-inline constexpr std::chrono::milliseconds default_park{1};
+// under the wake-ups, and what an idle process pays (one look per worker per park; CAF's own
+// relaxed sleep is the same 10 ms, satrap set 1 ms under CAF's policy, whose sleepers were woken
+// only for work from outside the workers).
+inline constexpr std::chrono::milliseconds default_park{10};
 
 // Declares the knobs `satrap.scheduler-spin` and `satrap.scheduler-park` (timespans) in a config's
 // options (CAF's `set` refuses undeclared names); a config without them gets the defaults above.
@@ -107,9 +110,10 @@ class wake_stealing : public caf::policy::unprofiled {
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
     auto& d = self->data();
+    bool poll = true;  // after a job or a wake-up; not after a park that timed out (an idle node)
     for (;;) {
       auto until = clock::now() + d.spin;
-      for (size_t i = 1;; ++i) {
+      for (size_t i = 1; poll; ++i) {
         if (auto* job = find_job(self))
           return job;
         // Yield, not pause: a thread of this process outside the scheduler (the batch split's
@@ -119,8 +123,10 @@ class wake_stealing : public caf::policy::unprofiled {
         if (i % 8 == 0 && clock::now() >= until)
           break;
       }
-      if (auto* job = park(self))
+      bool woken = false;
+      if (auto* job = park(self, woken))
         return job;
+      poll = woken;  // woken, but another worker took the job first
     }
   }
 
@@ -156,9 +162,10 @@ class wake_stealing : public caf::policy::unprofiled {
     return nullptr;
   }
 
-  // Parks until woken or `park` passes; a job found on the way in or out, or nullptr.
+  // Parks until woken or `park` passes; a job found on the way in or out, or nullptr. `woken`:
+  // whether someone woke it (else the park timed out or a job was there on the way in).
   template <class Worker>
-  caf::resumable* park(Worker* self) {
+  caf::resumable* park(Worker* self, bool& woken) {
     auto& d = self->data();
     auto& parked = self->parent()->data().parked;
     {
@@ -176,6 +183,7 @@ class wake_stealing : public caf::policy::unprofiled {
     {
       std::unique_lock<std::mutex> guard(d.lock);
       d.waiting = false;
+      woken = d.woken;
     }
     parked.fetch_sub(1, std::memory_order_seq_cst);
     return job != nullptr ? job : find_job(self);
