@@ -125,6 +125,14 @@ http_response head_http(caf::actor_system& sys, const admin_actor& admin, const 
   return r;
 }
 
+// Ends the admin. The exit must come from an actor of this process: the admin drops exit messages
+// without a local sender (actors/peer_guard.hpp), and an admin that never ends keeps the actor
+// system's destructor waiting, so a head that failed to start used to hang there instead of
+// exiting (its SIGTERM blocked, see block_stop_signals).
+void stop_admin(caf::actor_system& sys, const admin_actor& admin) {
+  caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 
 int cluster_commands::run_head() {
@@ -174,7 +182,7 @@ int cluster_commands::run_head() {
   if (!port) {
     std::cerr << "satrap head: cannot listen on " << listen << ":" << m->head.port << ": "
               << error_text(port.error()) << "\n";
-    caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
+    stop_admin(sys, admin);
     return 1;
   }
   http_server http;
@@ -182,7 +190,7 @@ int cluster_commands::run_head() {
                         [&sys, admin](const http_request& req) { return head_http(sys, admin, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
-    caf::anon_send_exit(admin, caf::exit_reason::user_shutdown);
+    stop_admin(sys, admin);
     return 1;
   }
   spdlog::info("head_started cluster={} listen={} port={} status_port={} tls={} state_dir={}",
@@ -191,8 +199,7 @@ int cluster_commands::run_head() {
   wait_for_stop_signal(-1);
   spdlog::info("head_stopping cluster={}", m->cluster);
   http.stop();
-  // From an actor of this process: the admin drops exit messages without a local sender.
-  caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
+  stop_admin(sys, admin);
   std::_Exit(0);  // peers may still hold connections; nothing is left to flush
 }
 
