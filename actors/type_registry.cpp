@@ -9,7 +9,6 @@
 #include <caf/scheduler/coordinator.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <thread>
 
 namespace satrap {
