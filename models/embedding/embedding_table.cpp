@@ -212,7 +212,7 @@ void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, 
       rows[j % ring] = row_index::npos;
       uint32_t r;
       if constexpr (touch)
-        r = index.find_touch(ids[j], hashes[j % ring]);
+        r = index.find_touch_promote(ids[j], hashes[j % ring]);
       else
         r = index.find(ids[j], hashes[j % ring]);
       rows[j % ring] = resolve(j, hashes[j % ring], r, in_flight);

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <vector>
 
 namespace satrap {
 
@@ -38,6 +39,7 @@ void row_index::clear() {
     k.used = 0;
     k.ref = 0;
     k.overflow = 0;
+    k.promoted = 0;
   }
   size_ = 0;
 }
@@ -50,7 +52,7 @@ void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced
   }
   size_t b = home_of(hash);
   while (buckets_[b].used == full) {
-    if (buckets_[b].overflow != 0xffff) ++buckets_[b].overflow;
+    if (buckets_[b].overflow != overflow_max) ++buckets_[b].overflow;
     b = next(b);
   }
   bucket& k = buckets_[b];
@@ -59,7 +61,25 @@ void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced
   k.row[lane] = row;
   k.used = static_cast<uint8_t>(k.used | (1u << lane));
   k.ref = static_cast<uint8_t>((k.ref & ~(1u << lane)) | (static_cast<unsigned>(referenced) << lane));
+  k.promoted = static_cast<uint16_t>(k.promoted & ~(1u << lane));
   ++size_;
+}
+
+unsigned row_index::promote(size_t home, size_t b, unsigned lane) {
+  bucket& h = buckets_[home];
+  bucket& q = buckets_[b];
+  assert(q.used & (1u << lane));
+  unsigned free = ~static_cast<unsigned>(h.promoted) & full;
+  if (free == 0 || h.used != full) return lanes;
+  auto to = static_cast<unsigned>(__builtin_ctz(free));
+  std::swap(h.id[to], q.id[lane]);
+  std::swap(h.row[to], q.row[lane]);
+  unsigned hr = (h.ref >> to) & 1u, qr = (q.ref >> lane) & 1u;
+  h.ref = static_cast<uint8_t>((h.ref & ~(1u << to)) | (qr << to));
+  q.ref = static_cast<uint8_t>((q.ref & ~(1u << lane)) | (hr << lane));
+  h.promoted = static_cast<uint16_t>(h.promoted | (1u << to));
+  q.promoted = static_cast<uint16_t>(q.promoted & ~(1u << lane));
+  return to;
 }
 
 void row_index::erase_slot(size_t slot) {
@@ -67,6 +87,7 @@ void row_index::erase_slot(size_t slot) {
   assert(h < buckets_n_ && (buckets_[h].used & (1u << lane)));
   for (size_t p = home_of(hash_of(buckets_[h].id[lane])); p != h; p = next(p)) unpass(p);
   buckets_[h].used = static_cast<uint8_t>(buckets_[h].used & ~(1u << lane));
+  buckets_[h].promoted = static_cast<uint16_t>(buckets_[h].promoted & ~(1u << lane));
   buckets_[h].row[lane] = npos;
   --size_;
   // Backward shift: while entries beyond pass the bucket with the hole, move the nearest one
@@ -99,6 +120,31 @@ void row_index::erase_slot(size_t slot) {
     }
     if (!moved) break;  // only with a saturated count
   }
+}
+
+bool row_index::consistent() const {
+  std::vector<uint32_t> passes(buckets_n_, 0);
+  size_t entries = 0;
+  for (size_t b = 0; b < buckets_n_; ++b) {
+    const bucket& k = buckets_[b];
+    for (size_t i = 0; i < lanes; ++i) {
+      bool used = (k.used >> i) & 1, promoted = (k.promoted >> i) & 1;
+      if (!used) {
+        if (promoted || k.row[i] != npos) return false;
+        continue;
+      }
+      ++entries;
+      size_t home = home_of(hash_of(k.id[i]));
+      if (promoted && home != b) return false;
+      for (size_t p = home; p != b; p = next(p)) {
+        if (buckets_[p].used != full) return false;
+        ++passes[p];
+      }
+    }
+  }
+  for (size_t b = 0; b < buckets_n_; ++b)
+    if (buckets_[b].overflow != passes[b] && buckets_[b].overflow != overflow_max) return false;
+  return entries == size_;
 }
 
 bool row_index::erase(uint64_t id) {

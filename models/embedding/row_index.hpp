@@ -57,6 +57,23 @@ class row_index {
       if (k.overflow == 0) return npos;
     }
   }
+  // find_touch, and an entry found beyond its home bucket trades places with an entry of the
+  // home bucket that was not itself promoted there (see `promoted`): the ids that are looked up
+  // again and again come to live in their home bucket, so their next lookups read one index line
+  // instead of two or three. The lines are those the search just read.
+  uint32_t find_touch_promote(uint64_t id, uint64_t hash) {
+    const size_t home = home_of(hash);
+    for (size_t b = home;; b = next(b)) {
+      bucket& k = buckets_[b];
+      if (uint32_t m = k.match(id)) {
+        if (b != home)
+          if (unsigned to = promote(home, b, static_cast<unsigned>(__builtin_ctz(m))); to < lanes)
+            return buckets_[home].touch(1u << to);
+        return k.touch(m);
+      }
+      if (k.overflow == 0) return npos;
+    }
+  }
   // The home bucket only: the row, npos when absent, or `more` when the id may live in a later
   // bucket; then prefetch_beyond_home and call find later (a pipeline does not wait on it).
   uint32_t find_home(uint64_t id, uint64_t hash) const {
@@ -79,6 +96,10 @@ class row_index {
   // Removes the entry in lane `slot`; entries of later lanes may move back into it.
   void erase_slot(size_t slot);
   bool erase(uint64_t id);  // false when absent
+  // Recomputes what the buckets record: every overflow count equals the number of entries whose
+  // probe passes that bucket, every bucket passed is full, promoted bits only on lanes in use
+  // whose entry is at home, and size(). O(entries x path); for tests.
+  bool consistent() const;
   void reserve(size_t rows);
   void clear();
 
@@ -100,7 +121,12 @@ class row_index {
     uint32_t row[lanes];
     uint8_t used;       // bit i: lane i holds an entry
     uint8_t ref;        // bit i: lane i referenced since the CLOCK hand last passed
-    uint16_t overflow;  // entries whose probe passed this bucket (saturates at 0xffff, then stays)
+    // Entries whose probe passed this bucket (saturates at overflow_max, then stays).
+    uint16_t overflow : 11;
+    // Bit i: lane i holds an entry that find_touch_promote moved into its home bucket; such an
+    // entry is not traded away by a later promotion (two hot ids would take turns otherwise).
+    // A hint only: erase and shifts clear the bit of a lane they write.
+    uint16_t promoted : 5;
     // Bit i set when lane i is occupied by `id_`. Branch-free; compilers vectorise the compares.
     uint32_t match(uint64_t id_) const {
       uint32_t m = 0;
@@ -115,10 +141,18 @@ class row_index {
   };
   static_assert(sizeof(bucket) == 64);
   static constexpr uint8_t full = (1u << lanes) - 1;
+  static constexpr uint16_t overflow_max = (1u << 11) - 1;
+
+  // Entry (b, lane), whose home is `home`, trades places with an unpromoted entry of `home`:
+  // returns the lane it now has in `home`, or `lanes` when it stays where it was (every lane of
+  // home promoted, or home not full: only after a saturated overflow count). Keeps the invariant of linear probing: the entry moved out of home
+  // has its home at or before `home`, so its new probe path passes the buckets the promoted
+  // entry's path passed, all of them full, and no overflow count changes.
+  unsigned promote(size_t home, size_t b, unsigned lane);
 
   size_t next(size_t b) const { return b + 1 == buckets_n_ ? 0 : b + 1; }
   void unpass(size_t b) {
-    if (buckets_[b].overflow != 0xffff) --buckets_[b].overflow;
+    if (buckets_[b].overflow != overflow_max) --buckets_[b].overflow;
   }
   size_t buckets_for(size_t rows) const;
   void rehash(size_t buckets);

@@ -430,10 +430,68 @@ TEST_CASE("store: the bucketized index stays exact under churn at its full load"
     live[k] = rng();
     idx.insert(live[k], row_index::hash_of(live[k]), static_cast<uint32_t>(k));
   }
+  CHECK(idx.consistent());
   CHECK(idx.slots() == slots);  // never grew
   CHECK(idx.size() == n);
   for (size_t k = 0; k < live.size(); ++k) CHECK(idx.find(live[k]) == k);
   for (size_t i = gone.size() - 100; i < gone.size(); ++i) CHECK(idx.find(gone[i]) == row_index::npos);
+}
+
+TEST_CASE("store: hot ids move to their home bucket and the index stays exact") {
+  // At full load ~15% of ids live past their home bucket. Looking up a hot set again and again
+  // (find_touch_promote, as lookups and updates do) must bring them home without losing any id,
+  // under churn (inserts and erases, through the id and through a lane), and must keep every
+  // overflow count and probe path exact (row_index::consistent).
+  const size_t n = 4000;
+  row_index idx(n);
+  std::mt19937_64 rng(test_seed);
+  CAPTURE(test_seed);
+  std::vector<uint64_t> live;
+  for (size_t i = 0; i < n; ++i) {
+    live.push_back(rng());
+    idx.insert(live[i], row_index::hash_of(live[i]), static_cast<uint32_t>(i));
+  }
+  auto lane_of = [&](uint64_t id) {
+    for (size_t s = 0; s < idx.slots(); ++s)
+      if (idx.row_at(s) != row_index::npos && idx.id_at(s) == id) return s;
+    return idx.slots();
+  };
+  auto at_home = [&](uint64_t id) { return lane_of(id) / row_index::lanes == idx.home_of(row_index::hash_of(id)); };
+  const size_t hot = 400, first_hot = n - hot;  // the last ids in: looked up every round
+  size_t away = 0;
+  for (size_t k = first_hot; k < n; ++k) away += !at_home(live[k]);
+  CHECK(away > hot / 20);  // the load puts some of them past home
+  auto count_away = [&] {
+    size_t a = 0;
+    for (size_t k = first_hot; k < n; ++k) a += !at_home(live[k]);
+    return a;
+  };
+  CAPTURE(away);
+  for (size_t k = first_hot; k < n; ++k)
+    REQUIRE(idx.find_touch_promote(live[k], row_index::hash_of(live[k])) == k);
+  REQUIRE(idx.consistent());
+  // One pass brings them home (a home bucket that already holds 5 promoted ids keeps one out).
+  CHECK(count_away() * 10 < away);
+  for (int round = 0; round < 30; ++round) {
+    for (size_t k = first_hot; k < n; ++k) {
+      REQUIRE(idx.find_touch_promote(live[k], row_index::hash_of(live[k])) == k);
+      CHECK(idx.referenced(lane_of(live[k])));
+    }
+    for (int c = 0; c < 200; ++c) {  // churn among the cold ids
+      size_t k = rng() % first_hot;
+      if (rng() % 2) {
+        REQUIRE(idx.erase(live[k]));
+      } else {
+        idx.erase_slot(lane_of(live[k]));
+      }
+      live[k] = rng();
+      idx.insert(live[k], row_index::hash_of(live[k]), static_cast<uint32_t>(k));
+    }
+    REQUIRE(idx.consistent());
+  }
+  CHECK(count_away() * 10 < away);
+  CHECK(idx.size() == n);
+  for (size_t k = 0; k < n; ++k) CHECK(idx.find(live[k]) == k);
 }
 
 TEST_CASE("store: the index erases without tombstones under churn") {
