@@ -120,8 +120,12 @@ class row_index {
   uint64_t id_at(size_t slot) const { return buckets_[slot / lanes].id[slot % lanes]; }
   // The CLOCK bit of a lane, beside its entry: a hit sets it in the line the lookup already holds.
   bool referenced(size_t slot) const { return (buckets_[slot / lanes].ref >> (slot % lanes)) & 1; }
+  // The CLOCK hand passing: clears the lane's `referenced` bit and its promoted bit, so an id
+  // that was hot when promoted can be traded away by a later promotion once it has gone cold.
   void clear_referenced(size_t slot) {
-    buckets_[slot / lanes].ref = static_cast<uint8_t>(buckets_[slot / lanes].ref & ~(1u << (slot % lanes)));
+    bucket& k = buckets_[slot / lanes];
+    k.ref = static_cast<uint8_t>(k.ref & ~(1u << (slot % lanes)));
+    k.promoted = static_cast<uint16_t>(k.promoted & ~(1u << (slot % lanes)));
   }
 
  private:
@@ -134,7 +138,8 @@ class row_index {
     uint16_t overflow : 11;
     // Bit i: lane i holds an entry that find_touch_promote moved into its home bucket; such an
     // entry is not traded away by a later promotion (two hot ids would take turns otherwise).
-    // A hint only: erase and shifts clear the bit of a lane they write.
+    // A hint only: erase, insert and the CLOCK hand (clear_referenced) clear it. A table without
+    // a capacity has no hand, so there a promoted id keeps its lane until it is erased.
     uint16_t promoted : 5;
     // Bit i set when lane i is occupied by `id_`. Branch-free; compilers vectorise the compares.
     uint32_t match(uint64_t id_) const {
