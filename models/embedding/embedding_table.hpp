@@ -24,7 +24,8 @@
 // next buckets and finish the search 16 ids later, moving the id into its home bucket:
 // row_index::find_touch_promote), copy or step the row 16 ids after that; rows in flight are never
 // eviction victims. Promotion moves index entries, never rows, so row numbers in flight stay
-// valid; the CLOCK hand may see a moved entry twice or once less in a sweep (CLOCK is approximate). Kernels (AVX2 or scalar) are chosen at run time.
+// valid; the CLOCK hand may see a moved entry twice or once less in a sweep (CLOCK is
+// approximate). Kernels (AVX2 or scalar) are chosen at run time.
 // Threading: not thread-safe: one owner (an embedding_shard actor, or the reference loop).
 #pragma once
 

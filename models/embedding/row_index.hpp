@@ -20,8 +20,8 @@
 // entry moved out has its home at or before that bucket, so its new path passes the same full
 // buckets) and no overflow count changes. An id looked up again then costs one index line, like
 // an id that was home from the start. Measured (embedding_store_bench, 10M rows, Zipf ids):
-// lookups 0.36-0.47 -> 0.55-0.69 of the flat gather; a table at max_load 0.5 (no overflow, 26
-// bytes per row) gave the same, which is what promotion buys at 15 bytes per row.
+// lookups 0.36-0.47 -> 0.51-0.69 of the flat gather; a table at max_load 0.5 (no overflow, 26
+// bytes of index per row) measured about the same, and that is what promotion gets at 15.
 // Sweeps (CLOCK, snapshots) see the buckets as `slots()` numbered lanes, 5 per bucket.
 // Threading: not thread-safe; one owner.
 #pragma once
@@ -159,9 +159,10 @@ class row_index {
 
   // Entry (b, lane), whose home is `home`, trades places with an unpromoted entry of `home`:
   // returns the lane it now has in `home`, or `lanes` when it stays where it was (every lane of
-  // home promoted, or home not full: only after a saturated overflow count). Keeps the invariant of linear probing: the entry moved out of home
-  // has its home at or before `home`, so its new probe path passes the buckets the promoted
-  // entry's path passed, all of them full, and no overflow count changes.
+  // home promoted, or home not full: only after a saturated overflow count). Keeps the invariant
+  // of linear probing: the entry moved out of home has its home at or before `home`, so its new
+  // probe path passes the buckets the promoted entry's path passed, all of them full, and no
+  // overflow count changes.
   unsigned promote(size_t home, size_t b, unsigned lane);
 
   size_t next(size_t b) const { return b + 1 == buckets_n_ ? 0 : b + 1; }
