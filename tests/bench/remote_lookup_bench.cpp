@@ -11,13 +11,23 @@
 // short slices of `requests` requests, `reps` times, so that both see the same machine load.
 // Figures are medians over the slices.
 //
+// A third leg (added 2026-12-07) bounds what any transport could reach with this store: a plain
+// TCP server that holds an embedding_table of the shard's shape and answers each request (the
+// real LookupRequest bytes, read in place) by gathering its rows with embedding_table::lookup into
+// a reused reply buffer of the same size, then writing it. No framework, no serialising copy, no
+// thread hop: the store's gather and the kernel's copies only. Its bytes/s over raw TCP's is the
+// ceiling for lookups through this store on this machine (`store_tcp_ceiling`), and the remote
+// lookups' bytes/s over its own says how much of that ceiling CAF keeps (`remote_vs_store_tcp`).
+//
 // Last line: key=value pairs. lookup_ratio = remote lookup bytes/s over raw TCP bytes/s (the
 // goal of issue 4: >= 0.5); remote_MBps, raw_tcp_MBps; remote_cpu_ms and raw_tcp_cpu_ms: CPU
 // time (user + system, both processes, all threads) per request, less sensitive to other load
 // than wall time; store_ms: the store's own lookup of one request (embedding_table::lookup in
-// this process, same ids, same table shape), the part no transport can hide.
+// this process, same ids, same table shape), the part no transport can hide; store_tcp_MBps,
+// store_tcp_cpu_ms, store_tcp_ceiling, remote_vs_store_tcp: the third leg, above.
 // usage: remote_lookup_bench [ids_per_request=65536] [requests=16] [reps=15] [dim=16] [window=4]
-//                            [port=10000 + pid % 9998]  (the shard's port; the raw server's is port + 1)
+//                            [port=10000 + pid % 9998]  (the shard's port; the raw server's is
+//                            port + 1, the store-backed raw server's port + 2)
 #include "actors/embedding_shard/embedding_shard.hpp"
 #include "actors/type_registry.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -43,6 +53,7 @@
 #include <random>
 #include <semaphore>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 using namespace satrap;
@@ -138,6 +149,75 @@ int connect_to(uint16_t port) {
       write_all(fd, out.data(), rep[k % rep.size()]);
 }
 
+// The store-backed reference's server: request k is the real LookupRequest payload of batch k % 8
+// (req[k % 8] bytes); it looks the ids up in its own table and answers rep[k % 8] bytes whose
+// tail is the rows, where the shard's reply has its Data blob. Two threads, as the shard has
+// (its actor gathers while its middleman sends): this one reads a request and gathers its rows
+// into one of two reply buffers while a writer thread sends the other.
+// With `flat_rows` (row numbers of each batch's ids, computed before the fork), the rows come
+// instead from a flat array of the batches' rows (64-byte aligned at dim 16), no index at all: the
+// gather of a store with a perfect index, the bound for any store.
+[[noreturn]] void store_server(int lfd, int dim, const std::vector<size_t>& req,
+                               const std::vector<size_t>& rep,
+                               const std::vector<std::vector<uint32_t>>* flat_rows) {
+  int fd = ::accept(lfd, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tune_allocator_for_payloads();
+  embedding_options o;
+  o.dim = dim;
+  embedding_table table(o);
+  auto d = static_cast<size_t>(dim);
+  std::vector<float, default_init_allocator<float>> flat;
+  if (flat_rows) {
+    uint32_t rows = 0;
+    for (auto& b : *flat_rows)
+      for (auto r : b)
+        rows = std::max(rows, r + 1);
+    flat.resize(size_t{rows} * d + 64);
+    std::fill(flat.begin(), flat.end(), 0.25f);
+  }
+  // 64-byte aligned rows when a row is 64 bytes, as the store's weights are.
+  auto* flat_base = flat.data() + (64 - reinterpret_cast<std::uintptr_t>(flat.data()) % 64) % 64 / sizeof(float);
+  capnp_payload in;
+  in.bytes.resize(*std::max_element(req.begin(), req.end()));
+  auto out_floats = (*std::max_element(rep.begin(), rep.end()) + 3) / sizeof(float);
+  std::vector<float> out[2] = {std::vector<float>(out_floats), std::vector<float>(out_floats)};
+  std::counting_semaphore<> free_slots(2), full_slots(0);
+  std::thread writer([&] {
+    for (size_t k = 0;; ++k) {
+      full_slots.acquire();
+      write_all(fd, reinterpret_cast<const char*>(out[k % 2].data()), rep[k % rep.size()]);
+      free_slots.release();
+    }
+  });
+  for (size_t k = 0;; ++k) {
+    auto n_in = req[k % req.size()];
+    auto n_out = rep[k % rep.size()];
+    in.bytes.resize(n_in);
+    if (!read_all(fd, in.bytes.data(), n_in))
+      std::_Exit(0);
+    payload_reader r(in);
+    auto ids = data_view<uint64_t>(r.root<schema::LookupRequest>().getIds());
+    auto row_bytes = ids.size() * static_cast<size_t>(dim) * sizeof(float);
+    SATRAP_ASSERT(row_bytes <= n_out && (n_out - row_bytes) % sizeof(float) == 0);
+    free_slots.acquire();
+    auto* dst = out[k % 2].data() + (n_out - row_bytes) / sizeof(float);
+    if (flat_rows) {
+      auto& rows = (*flat_rows)[k % flat_rows->size()];
+      SATRAP_ASSERT(rows.size() == ids.size());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (i + 16 < rows.size())
+          __builtin_prefetch(flat_base + size_t{rows[i + 16]} * d);
+        std::memcpy(dst + i * d, flat_base + size_t{rows[i]} * d, d * sizeof(float));
+      }
+    } else {
+      table.lookup(ids, dst);
+    }
+    full_slots.release();
+  }
+}
+
 capnp_payload lookup_request(const std::vector<uint64_t>& ids) {
   capnp::MallocMessageBuilder mb;
   auto r = mb.initRoot<schema::LookupRequest>();
@@ -186,6 +266,37 @@ int main(int argc, char** argv) {
   if (raw_pid == 0)
     raw_server(lfd, req_sizes, rep_sizes);
   ::close(lfd);
+  // The store-backed raw TCP server process.
+  int store_lfd = listen_on(static_cast<uint16_t>(base + 2));
+  auto store_pid = ::fork();
+  if (store_pid == 0)
+    store_server(store_lfd, dim, req_sizes, rep_sizes, nullptr);
+  ::close(store_lfd);
+  // The flat-array raw TCP server process: the batches' ids numbered densely beforehand, in a
+  // random order (numbered as they come, a batch's sorted ids would be consecutive rows, a
+  // sequential read no store of hashed ids gets).
+  std::vector<std::vector<uint32_t>> flat_rows;
+  {
+    std::vector<uint64_t> all;
+    for (auto& ids : id_batches)
+      all.insert(all.end(), ids.begin(), ids.end());
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    std::shuffle(all.begin(), all.end(), rng);
+    std::unordered_map<uint64_t, uint32_t> number;
+    for (auto id : all)
+      number.emplace(id, static_cast<uint32_t>(number.size()));
+    for (auto& ids : id_batches) {
+      auto& rows = flat_rows.emplace_back();
+      for (auto id : ids)
+        rows.push_back(number.at(id));
+    }
+  }
+  int flat_lfd = listen_on(static_cast<uint16_t>(base + 3));
+  auto flat_pid = ::fork();
+  if (flat_pid == 0)
+    store_server(flat_lfd, dim, req_sizes, rep_sizes, &flat_rows);
+  ::close(flat_lfd);
   // The shard process.
   auto shard_pid = ::fork();
   if (shard_pid == 0) {
@@ -202,10 +313,16 @@ int main(int argc, char** argv) {
   auto stop_children = [&] {
     ::kill(shard_pid, SIGKILL);
     ::kill(raw_pid, SIGKILL);
+    ::kill(store_pid, SIGKILL);
+    ::kill(flat_pid, SIGKILL);
     ::waitpid(shard_pid, nullptr, 0);
     ::waitpid(raw_pid, nullptr, 0);
+    ::waitpid(store_pid, nullptr, 0);
+    ::waitpid(flat_pid, nullptr, 0);
   };
   int raw_fd = connect_to(static_cast<uint16_t>(base + 1));
+  int store_fd = connect_to(static_cast<uint16_t>(base + 2));
+  int flat_fd = connect_to(static_cast<uint16_t>(base + 3));
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::expected<embedding_shard_actor> shard{caf::error{}};
@@ -251,53 +368,72 @@ int main(int argc, char** argv) {
     return slice_figures{static_cast<double>(bytes) / secs, cpu * 1e3 / count};
   };
   // Raw TCP: a writer thread sends a request whenever fewer than `window` replies are
-  // outstanding; this thread reads the replies.
-  size_t raw_next = 0;
+  // outstanding; this thread reads the replies. With `real`, the requests are the batches' own
+  // LookupRequest payloads (the store-backed server reads them); otherwise filler of their size.
   std::vector<char> raw_out(*std::max_element(req_sizes.begin(), req_sizes.end()), 2);
   std::vector<char> raw_in(*std::max_element(rep_sizes.begin(), rep_sizes.end()));
-  auto raw = [&](int count) {
-    auto cpu0 = cpu_seconds(::getpid()) + cpu_seconds(raw_pid);
+  auto raw_leg = [&](int fd, pid_t server, size_t& next, bool real, int count) {
+    auto cpu0 = cpu_seconds(::getpid()) + cpu_seconds(server);
     std::counting_semaphore<> slots(window);
-    auto first = raw_next;
+    auto first = next;
     auto t0 = clock_type::now();
     std::thread writer([&] {
       for (int i = 0; i < count; ++i) {
         slots.acquire();
-        write_all(raw_fd, raw_out.data(), req_sizes[(first + i) % req_sizes.size()]);
+        auto k = (first + static_cast<size_t>(i)) % req_sizes.size();
+        write_all(fd, real ? batches[k].bytes.data() : raw_out.data(), req_sizes[k]);
       }
     });
     size_t bytes = 0;
     for (int i = 0; i < count; ++i) {
-      auto k = (first + i) % rep_sizes.size();
-      if (!read_all(raw_fd, raw_in.data(), rep_sizes[k]))
+      auto k = (first + static_cast<size_t>(i)) % rep_sizes.size();
+      if (!read_all(fd, raw_in.data(), rep_sizes[k]))
         std::_Exit(1);
       bytes += req_sizes[k] + rep_sizes[k];
       slots.release();
     }
     auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
     writer.join();
-    raw_next += static_cast<size_t>(count);
-    auto cpu = cpu_seconds(::getpid()) + cpu_seconds(raw_pid) - cpu0;
+    next += static_cast<size_t>(count);
+    auto cpu = cpu_seconds(::getpid()) + cpu_seconds(server) - cpu0;
     return slice_figures{static_cast<double>(bytes) / secs, cpu * 1e3 / count};
   };
+  size_t raw_next = 0, store_next = 0, flat_next = 0;
+  auto raw = [&](int count) { return raw_leg(raw_fd, raw_pid, raw_next, false, count); };
+  auto store_tcp = [&](int count) { return raw_leg(store_fd, store_pid, store_next, true, count); };
+  auto flat_tcp = [&](int count) { return raw_leg(flat_fd, flat_pid, flat_next, true, count); };
   remote(static_cast<int>(batches.size()));  // warm-up: inserts the rows
   raw(static_cast<int>(batches.size()));
+  store_tcp(static_cast<int>(batches.size()));  // warm-up: inserts the rows
+  flat_tcp(static_cast<int>(batches.size()));
   std::vector<double> ratios, remote_bps, raw_bps, remote_cpu, raw_cpu;
+  std::vector<double> ceilings, vs_store, store_bps, store_cpu, flat_ceilings, flat_cpu;
   for (int r = 0; r < reps; ++r) {
     auto rem = remote(requests);
     auto ref = raw(requests);
+    auto sto = store_tcp(requests);
+    auto fla = flat_tcp(requests);
+    flat_ceilings.push_back(fla.bytes_per_sec / ref.bytes_per_sec);
+    flat_cpu.push_back(fla.cpu_ms_per_request);
     remote_bps.push_back(rem.bytes_per_sec);
     raw_bps.push_back(ref.bytes_per_sec);
+    store_bps.push_back(sto.bytes_per_sec);
     ratios.push_back(rem.bytes_per_sec / ref.bytes_per_sec);
+    ceilings.push_back(sto.bytes_per_sec / ref.bytes_per_sec);
+    vs_store.push_back(rem.bytes_per_sec / sto.bytes_per_sec);
     remote_cpu.push_back(rem.cpu_ms_per_request);
     raw_cpu.push_back(ref.cpu_ms_per_request);
-    std::printf("rep %d: remote lookups %.1f MB/s, raw tcp %.1f MB/s, ratio %.3f; cpu ms per "
-                "request: remote %.2f, raw tcp %.2f\n",
-                r, rem.bytes_per_sec / 1e6, ref.bytes_per_sec / 1e6, ratios.back(),
-                rem.cpu_ms_per_request, ref.cpu_ms_per_request);
+    store_cpu.push_back(sto.cpu_ms_per_request);
+    std::printf("rep %d: remote lookups %.1f MB/s, raw tcp %.1f MB/s, store + raw tcp %.1f MB/s; "
+                "ratio %.3f, ceiling %.3f (flat %.3f); cpu ms per request: remote %.2f, raw tcp "
+                "%.2f, store + raw tcp %.2f, flat + raw tcp %.2f\n",
+                r, rem.bytes_per_sec / 1e6, ref.bytes_per_sec / 1e6, sto.bytes_per_sec / 1e6,
+                ratios.back(), ceilings.back(), flat_ceilings.back(), rem.cpu_ms_per_request,
+                ref.cpu_ms_per_request, sto.cpu_ms_per_request, fla.cpu_ms_per_request);
     std::fflush(stdout);
   }
   ::close(raw_fd);
+  ::close(store_fd);
   stop_children();
   // The store alone, in this process: the same batches through a table of the same shape.
   embedding_options o;
@@ -315,9 +451,12 @@ int main(int argc, char** argv) {
   }
   std::printf("lookup_ratio=%.3f remote_MBps=%.1f raw_tcp_MBps=%.1f ids_per_request=%zu dim=%d "
               "requests=%d reps=%d window=%d remote_cpu_ms=%.2f raw_tcp_cpu_ms=%.2f "
-              "store_ms=%.2f\n",
+              "store_ms=%.2f store_tcp_MBps=%.1f store_tcp_cpu_ms=%.2f store_tcp_ceiling=%.3f "
+              "remote_vs_store_tcp=%.3f flat_tcp_ceiling=%.3f flat_tcp_cpu_ms=%.2f\n",
               median(ratios), median(remote_bps) / 1e6, median(raw_bps) / 1e6, n, dim, requests,
-              reps, window, median(remote_cpu), median(raw_cpu), median(store_ms));
+              reps, window, median(remote_cpu), median(raw_cpu), median(store_ms),
+              median(store_bps) / 1e6, median(store_cpu), median(ceilings), median(vs_store),
+              median(flat_ceilings), median(flat_cpu));
   std::fflush(stdout);
   std::_Exit(0);  // the shard process is gone: do not wait for its connection to wind down
 }
