@@ -26,8 +26,8 @@
 // this process, same ids, same table shape), the part no transport can hide; store_tcp_MBps,
 // store_tcp_cpu_ms, store_tcp_ceiling, remote_vs_store_tcp: the third leg, above.
 // usage: remote_lookup_bench [ids_per_request=65536] [requests=16] [reps=15] [dim=16] [window=4]
-//                            [port=10000 + pid % 9998]  (the shard's port; the raw server's is
-//                            port + 1, the store-backed raw server's port + 2)
+//                            [port=10000 + pid % 9996]  (the shard's port; the raw server's is
+//                            port + 1, the store-backed one's port + 2, the flat one's port + 3)
 #include "actors/embedding_shard/embedding_shard.hpp"
 #include "actors/type_registry.hpp"
 #include "satrap_schemas/step.capnp.h"
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
   int reps = argc > 3 ? std::max(1, std::atoi(argv[3])) : 15;
   int dim = argc > 4 ? std::atoi(argv[4]) : 16;
   int window = argc > 5 ? std::max(1, std::atoi(argv[5])) : 4;
-  auto base = static_cast<uint16_t>(argc > 6 ? std::atoi(argv[6]) : 10000 + getpid() % 9998);
+  auto base = static_cast<uint16_t>(argc > 6 ? std::atoi(argv[6]) : 10000 + getpid() % 9996);
   // Eight batches of unique ids, made before any fork so both children know their sizes.
   std::mt19937_64 rng(42);
   std::vector<std::vector<uint64_t>> id_batches;
