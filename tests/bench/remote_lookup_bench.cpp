@@ -39,6 +39,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,6 +104,14 @@ struct slice_figures {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// In a child right after fork: killed when the bench process ends, however it ends (an _Exit on
+// a failed read included), so no server outlives it holding its port.
+void die_with(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent)
+    std::_Exit(0);
 }
 
 int listen_on(uint16_t port) {
@@ -260,17 +269,22 @@ int main(int argc, char** argv) {
     rep_sizes.push_back(reply_size(ids.size(), dim));
     id_batches.push_back(std::move(ids));
   }
+  const pid_t parent = ::getpid();
   // The raw TCP server process.
   int lfd = listen_on(static_cast<uint16_t>(base + 1));
   auto raw_pid = ::fork();
-  if (raw_pid == 0)
+  if (raw_pid == 0) {
+    die_with(parent);
     raw_server(lfd, req_sizes, rep_sizes);
+  }
   ::close(lfd);
   // The store-backed raw TCP server process.
   int store_lfd = listen_on(static_cast<uint16_t>(base + 2));
   auto store_pid = ::fork();
-  if (store_pid == 0)
+  if (store_pid == 0) {
+    die_with(parent);
     store_server(store_lfd, dim, req_sizes, rep_sizes, nullptr);
+  }
   ::close(store_lfd);
   // The flat-array raw TCP server process: the batches' ids numbered densely beforehand, in a
   // random order (numbered as they come, a batch's sorted ids would be consecutive rows, a
@@ -294,12 +308,15 @@ int main(int argc, char** argv) {
   }
   int flat_lfd = listen_on(static_cast<uint16_t>(base + 3));
   auto flat_pid = ::fork();
-  if (flat_pid == 0)
+  if (flat_pid == 0) {
+    die_with(parent);
     store_server(flat_lfd, dim, req_sizes, rep_sizes, &flat_rows);
+  }
   ::close(flat_lfd);
   // The shard process.
   auto shard_pid = ::fork();
   if (shard_pid == 0) {
+    die_with(parent);
     satrap_config cfg;
     caf::actor_system sys{cfg};
     embedding_shard_config c;
