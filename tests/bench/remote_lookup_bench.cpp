@@ -11,20 +11,23 @@
 // short slices of `requests` requests, `reps` times, so that both see the same machine load.
 // Figures are medians over the slices.
 //
-// A third leg (added 2026-12-07) bounds what any transport could reach with this store: a plain
+// Two more legs (added 2026-12-07) bound what any transport could reach. `store_tcp`: a plain
 // TCP server that holds an embedding_table of the shard's shape and answers each request (the
 // real LookupRequest bytes, read in place) by gathering its rows with embedding_table::lookup into
-// a reused reply buffer of the same size, then writing it. No framework, no serialising copy, no
-// thread hop: the store's gather and the kernel's copies only. Its bytes/s over raw TCP's is the
-// ceiling for lookups through this store on this machine (`store_tcp_ceiling`), and the remote
-// lookups' bytes/s over its own says how much of that ceiling CAF keeps (`remote_vs_store_tcp`).
+// one of two reused reply buffers while a second thread sends the other (store_server). No
+// framework, no serialising copy, no hop: the store's gather and the kernel's copies only. Its
+// bytes/s over raw TCP's is the ceiling for lookups through this store on this machine
+// (`store_tcp_ceiling`), and the remote lookups' bytes/s over its own says how much of that
+// ceiling CAF keeps (`remote_vs_store_tcp`). `flat_tcp`: the same server gathering from a flat
+// array with the row numbers known (`flat_tcp_ceiling`: a store with a perfect index).
 //
 // Last line: key=value pairs. lookup_ratio = remote lookup bytes/s over raw TCP bytes/s (the
 // goal of issue 4: >= 0.5); remote_MBps, raw_tcp_MBps; remote_cpu_ms and raw_tcp_cpu_ms: CPU
 // time (user + system, both processes, all threads) per request, less sensitive to other load
 // than wall time; store_ms: the store's own lookup of one request (embedding_table::lookup in
 // this process, same ids, same table shape), the part no transport can hide; store_tcp_MBps,
-// store_tcp_cpu_ms, store_tcp_ceiling, remote_vs_store_tcp: the third leg, above.
+// store_tcp_cpu_ms, store_tcp_ceiling, remote_vs_store_tcp, flat_tcp_ceiling, flat_tcp_cpu_ms:
+// the two legs above.
 // usage: remote_lookup_bench [ids_per_request=65536] [requests=16] [reps=15] [dim=16] [window=4]
 //                            [port=10000 + pid % 9996]  (the shard's port; the raw server's is
 //                            port + 1, the store-backed one's port + 2, the flat one's port + 3)
@@ -177,14 +180,13 @@ int connect_to(uint16_t port) {
   o.dim = dim;
   embedding_table table(o);
   auto d = static_cast<size_t>(dim);
-  std::vector<float, default_init_allocator<float>> flat;
+  std::vector<float> flat;
   if (flat_rows) {
     uint32_t rows = 0;
     for (auto& b : *flat_rows)
       for (auto r : b)
         rows = std::max(rows, r + 1);
-    flat.resize(size_t{rows} * d + 64);
-    std::fill(flat.begin(), flat.end(), 0.25f);
+    flat.assign(size_t{rows} * d + 64, 0.25f);
   }
   // 64-byte aligned rows when a row is 64 bytes, as the store's weights are.
   auto* flat_base = flat.data() + (64 - reinterpret_cast<std::uintptr_t>(flat.data()) % 64) % 64 / sizeof(float);
@@ -451,6 +453,7 @@ int main(int argc, char** argv) {
   }
   ::close(raw_fd);
   ::close(store_fd);
+  ::close(flat_fd);
   stop_children();
   // The store alone, in this process: the same batches through a table of the same shape.
   embedding_options o;
