@@ -1,12 +1,12 @@
 // Opens a job's data without blocking a CAF worker thread. Synthetic data opens at once, in the
 // calling actor (there is nothing to convert; this also keeps the deterministic simulation on one
-// thread). File data may convert a whole data set into its binary cache (runtime/job_data.hpp):
+// thread). File data may convert a whole data set into its binary cache (spec/job_data.hpp):
 // that runs on a detached actor with a thread of its own, and the result comes back as a message.
 // Threading: call from inside an actor; `then` runs in that actor.
 #pragma once
 
-#include "runtime/job_data.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_data.hpp"
+#include "spec/job_spec.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>

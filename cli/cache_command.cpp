@@ -4,7 +4,7 @@
 #include "models/data/dataset_cache.hpp"
 #include "models/data/dataset_cache_entries.hpp"
 #include "runtime/error.hpp"
-#include "runtime/job_data.hpp"
+#include "spec/job_data.hpp"
 
 #include <cstdio>
 #include <iostream>

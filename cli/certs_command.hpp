@@ -11,7 +11,7 @@
 // Threading: runs on the calling thread; runs `openssl` as child processes.
 #pragma once
 
-#include "runtime/manifest.hpp"
+#include "spec/manifest.hpp"
 
 #include "cli/command.hpp"
 

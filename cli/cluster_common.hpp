@@ -4,7 +4,7 @@
 
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
-#include "runtime/manifest.hpp"
+#include "spec/manifest.hpp"
 #include "runtime/version.hpp"
 
 #include <caf/expected.hpp>

@@ -16,6 +16,7 @@
 
 #include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
+#include "runtime/restart_intensity.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -28,7 +29,6 @@
 #include <chrono>
 #include <climits>
 #include <csignal>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -46,7 +46,7 @@ struct supervised_node {
   std::string name;
   pid_t pid = 0;
   int64_t restarts = 0;
-  std::deque<clock_type::time_point> recent;  // restarts within the period
+  restart_intensity intensity;  // restarts within the period
   std::optional<clock_type::time_point> restart_at;
   bool gave_up = false;
 };
@@ -103,7 +103,8 @@ int cluster_commands::run_supervise() {
   std::vector<supervised_node> nodes;
   for (auto& n : m->nodes)
     if (host_is_local(n.host))
-      nodes.emplace_back().name = n.name;
+      nodes.push_back(supervised_node{n.name, 0, 0,
+                                      restart_intensity(max_restarts_, std::chrono::seconds(period_s_))});
   if (nodes.empty()) {
     std::cerr << "satrap supervise: no node of cluster '" << m->cluster
               << "' has this host (127.0.0.1, localhost or its host name)\n";
@@ -128,7 +129,6 @@ int cluster_commands::run_supervise() {
                m->cluster, nodes.size(), max_restarts_, period_s_, backoff_ms_, backoff_max_ms_);
   for (auto& n : nodes)
     start(n);
-  const auto period = std::chrono::seconds(period_s_);
   for (;;) {
     int status = 0;
     for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
@@ -138,12 +138,10 @@ int cluster_commands::run_supervise() {
       auto& n = *it;
       n.pid = 0;
       auto now = clock_type::now();
-      while (!n.recent.empty() && now - n.recent.front() > period)
-        n.recent.pop_front();
-      if (static_cast<int>(n.recent.size()) >= max_restarts_) {
+      if (!n.intensity.may_restart(now)) {
         n.gave_up = true;
         auto why = "node process exited (" + exit_text(status) + ") after "
-                   + std::to_string(n.recent.size()) + " restart(s) within "
+                   + std::to_string(n.intensity.recent()) + " restart(s) within "
                    + std::to_string(period_s_) + " s (intensity --max-restarts "
                    + std::to_string(max_restarts_) + " --period " + std::to_string(period_s_)
                    + "); see node-" + n.name + ".log";
@@ -154,7 +152,7 @@ int cluster_commands::run_supervise() {
         continue;
       }
       auto delay = std::chrono::milliseconds(
-        std::min<int64_t>(backoff_max_ms_, int64_t{backoff_ms_} << std::min<size_t>(n.recent.size(), 20)));
+        std::min<int64_t>(backoff_max_ms_, int64_t{backoff_ms_} << std::min(n.intensity.recent(), 20)));
       n.restart_at = now + delay;
       spdlog::warn("supervisor_node_exited name={} pid={} how=\"{}\" restart_in_ms={}", n.name,
                    pid, exit_text(status), delay.count());
@@ -163,7 +161,7 @@ int cluster_commands::run_supervise() {
     for (auto& n : nodes)
       if (n.restart_at && now >= *n.restart_at) {
         n.restart_at.reset();
-        n.recent.push_back(now);
+        n.intensity.record(now);
         ++n.restarts;
         start(n);
       }

@@ -1,7 +1,7 @@
 #include "cli/embedded_status.hpp"
 
 #include "runtime/actor_meter.hpp"
-#include "runtime/placement.hpp"
+#include "spec/placement.hpp"
 #include "web/web_assets.hpp"
 
 #include <nlohmann/json.hpp>

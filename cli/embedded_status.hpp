@@ -10,7 +10,7 @@
 #include "actors/admin/admin.hpp"
 #include "runtime/http_server.hpp"
 #include "runtime/job_history.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 #include <chrono>
 #include <map>

@@ -2,7 +2,7 @@
 // (job_fields), resolved as defaults <- file <- flags, then finalised.
 #pragma once
 
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/expected.hpp>

@@ -3,8 +3,8 @@
 #include "cli/certs_command.hpp"
 #include "cli/cluster_common.hpp"
 #include "runtime/error.hpp"
-#include "runtime/k8s_objects.hpp"
-#include "runtime/manifest.hpp"
+#include "engines/k8s_objects.hpp"
+#include "spec/manifest.hpp"
 
 #include <fstream>
 #include <iostream>

@@ -1,5 +1,5 @@
 // `satrap k8s --manifest M [--image IMG] [--namespace NS] [--flavor kubernetes|podman]`: prints
-// the Kubernetes objects that run the cluster of a node manifest (runtime/k8s_objects.hpp), for
+// the Kubernetes objects that run the cluster of a node manifest (engines/k8s_objects.hpp), for
 // `satrap k8s ... | kubectl apply -f -` or `podman kube play`. The Secrets carry the admin token
 // and what `satrap certs` makes (made here when missing, in the same folder `satrap up` uses).
 #pragma once

@@ -3,8 +3,8 @@
 #include "cli/exit_status.hpp"
 
 #include "runtime/error.hpp"
-#include "runtime/manifest.hpp"
-#include "runtime/placement.hpp"
+#include "spec/manifest.hpp"
+#include "spec/placement.hpp"
 
 #include <iostream>
 

@@ -6,9 +6,9 @@
 #include "models/metrics.hpp"
 #include "models/serving/exported_model.hpp"
 #include "runtime/error.hpp"
-#include "runtime/job_data.hpp"
+#include "spec/job_data.hpp"
 #include "runtime/log.hpp"
-#include "runtime/model_server.hpp"
+#include "serving/model_server.hpp"
 #include "runtime/payload.hpp"
 #include "satrap_schemas/step.capnp.h"
 

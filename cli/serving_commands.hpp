@@ -1,12 +1,12 @@
 // The serving commands: `satrap export` (a checkpoint -> a model folder), `satrap predict` (score
-// files with a model folder) and `satrap serve` (HTTP/JSON predictions, runtime/model_server.hpp).
+// files with a model folder) and `satrap serve` (HTTP/JSON predictions, serving/model_server.hpp).
 // The formats and the scorer are models/serving/; these parse flags, read specs and print.
 // Threading: each runs on the calling thread (serve: until SIGINT/SIGTERM).
 #pragma once
 
 #include "cli/command.hpp"
 #include "cli/job_options.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/expected.hpp>

@@ -32,8 +32,8 @@
 #include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/actor_meter.hpp"
-#include "runtime/knobs.hpp"
-#include "runtime/manifest.hpp"
+#include "spec/knobs.hpp"
+#include "spec/manifest.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/meta/type_name.hpp>
@@ -153,7 +153,7 @@ struct admin_config {
   std::string version;              // nodes must run the same satrap version
   std::string token;                // needed to submit, cancel, checkpoint, list, get
   std::string state_dir;            // jobs.json lives here ("" = not persisted)
-  cluster_timing timing;            // heartbeat timeout, tick (runtime/knobs.hpp; the manifest's)
+  cluster_timing timing;            // heartbeat timeout, tick (spec/knobs.hpp; the manifest's)
   std::map<std::string, std::string> node_tokens;  // by node name: what a node must show
 };
 

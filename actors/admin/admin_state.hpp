@@ -6,7 +6,7 @@
 #include "actors/admin/admin.hpp"
 #include "actors/peer_guard.hpp"
 #include "runtime/job_history.hpp"
-#include "runtime/placement.hpp"
+#include "spec/placement.hpp"
 
 #include <chrono>
 #include <map>

@@ -28,9 +28,9 @@
 #include "actors/dense_trainer/dense_trainer.hpp"
 #include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 #include "runtime/payload.hpp"
-#include "runtime/placement.hpp"
+#include "spec/placement.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/meta/type_name.hpp>

@@ -9,9 +9,9 @@
 
 #include "actors/job_supervisor/job_checkpoint.hpp"
 #include "actors/job_supervisor/job_supervisor.hpp"
-#include "actors/job_supervisor/restart_intensity.hpp"
+#include "runtime/restart_intensity.hpp"
 #include "models/metrics.hpp"
-#include "runtime/job_data.hpp"
+#include "spec/job_data.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "actors/dense_trainer/dense_trainer.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 namespace satrap {
 

@@ -5,7 +5,7 @@
 #include "actors/node_agent/node_agent.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 #include "actors/job_supervisor/job_checkpoint.hpp"
 #include "actors/embedded_job.hpp"
 #include "actors/node_agent/node_agent.hpp"
-#include "actors/job_supervisor/restart_intensity.hpp"
+#include "runtime/restart_intensity.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payload_checks.hpp"

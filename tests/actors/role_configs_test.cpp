@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/node_agent/role_configs.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 using namespace satrap;
 

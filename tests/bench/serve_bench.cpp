@@ -1,4 +1,4 @@
-// serve_bench: online serving (runtime/model_server.hpp) under a closed-loop load on loopback,
+// serve_bench: online serving (serving/model_server.hpp) under a closed-loop load on loopback,
 // against an in-process scoring loop over the same instances in the same run.
 //
 // usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310]
@@ -15,7 +15,7 @@
 // Threading: the server's threads, one client thread per connection, the in-process threads.
 #include "models/serving/exported_model.hpp"
 #include "models/serving/predict_request.hpp"
-#include "runtime/model_server.hpp"
+#include "serving/model_server.hpp"
 
 #include <cblas.h>
 #include <httplib.h>

@@ -1,7 +1,7 @@
 // Error messages: input echoed in a message is made printable (no raw control byte, no invalid
 // UTF-8 reaches a terminal or a job record).
 #include "runtime/error.hpp"
-#include "runtime/job_spec.hpp"
+#include "spec/job_spec.hpp"
 
 #include <doctest/doctest.h>
 

@@ -17,7 +17,7 @@
 // Threading: one thread (CAF's own aside).
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
-#include "runtime/manifest.hpp"
+#include "spec/manifest.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>

@@ -42,8 +42,8 @@
 #include "actors/type_registry.hpp"
 #include "models/reference_trainer.hpp"
 #include "runtime/error.hpp"
-#include "runtime/job_spec.hpp"
-#include "runtime/placement.hpp"
+#include "spec/job_spec.hpp"
+#include "spec/placement.hpp"
 
 #include <caf/detail/test_actor_clock.hpp>
 #include <caf/event_based_actor.hpp>

@@ -1,0 +1,163 @@
+#include "engines/k8s_objects.hpp"
+
+#include "runtime/error.hpp"
+#include "engines/k8s_parts.hpp"
+
+#include <sstream>
+
+namespace satrap {
+
+namespace k8s_detail {
+
+obj renderer::labels(const std::string& component) const {
+  return obj{{"app.kubernetes.io/name", "satrap"},
+             {"app.kubernetes.io/instance", m.cluster},
+             {"app.kubernetes.io/component", component}};
+}
+
+obj renderer::meta(const std::string& name, obj extra_labels) const {
+  obj md{{"name", name}};
+  if (!podman)
+    md["namespace"] = ns;
+  obj l = labels(extra_labels.value("app.kubernetes.io/component", std::string("config")));
+  for (auto& [k, v] : extra_labels.items())
+    l[k] = v;
+  md["labels"] = l;
+  return md;
+}
+
+// $SATRAP_MANIFEST_YAML and $SATRAP_ADMIN_TOKEN from the ConfigMap and the Secret.
+obj renderer::env() const {
+  obj token_ref = podman ? obj{{"configMapKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}}
+                         : obj{{"secretKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}};
+  return obj::array(
+    {{{"name", "SATRAP_MANIFEST_YAML"},
+      {"valueFrom", {{"configMapKeyRef", {{"name", "satrap-manifest"}, {"key", "manifest.yaml"}}}}}},
+     {{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}}});
+}
+
+obj renderer::pod_security() const {
+  return {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001},
+          {"fsGroup", 10001}};
+}
+
+obj renderer::container_security() const {
+  return {{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", obj::array({"ALL"})}}}};
+}
+
+obj renderer::resources(const std::string& cpu, const std::string& memory, int32_t gpus) const {
+  obj r{{"cpu", cpu}, {"memory", memory}};
+  if (gpus > 0 && !podman)
+    r["nvidia.com/gpu"] = gpus;
+  return {{"requests", r}, {"limits", r}};
+}
+
+obj renderer::state_volume(const std::string& name) const {
+  return {{"name", name}, {"emptyDir", obj::object()}};
+}
+
+obj renderer::state_mount(const std::string& name) const {
+  return {{"name", name}, {"mountPath", state_dir}};
+}
+
+obj renderer::manifest_config() const {
+  std::string header = "# The node manifest of cluster '" + m.cluster + "' as its pods see it"
+                       + (o.source.empty() ? "" : " (from " + o.source + ")")
+                       + "; rendered by satrap k8s.\n";
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", meta("satrap-manifest")},
+          {"data", {{"manifest.yaml",
+                     header + k8s_manifest_yaml(m, podman ? "" : ns, k8s_certs_dir)}}}};
+}
+
+// A Secret, or for podman (kube play 4.3 mounts no Secrets) a ConfigMap, of text files.
+obj renderer::secret_object(const std::string& name, const obj& files) const {
+  if (podman)
+    return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", meta(name)}, {"data", files}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", meta(name)},
+          {"type", "Opaque"},
+          {"stringData", files}};
+}
+
+obj renderer::secret_objects() const {
+  obj certs = obj::object();
+  for (auto& [file, text] : o.cert_files)
+    certs[file] = text;
+  return obj::array({secret_object("satrap-admin", {{"admin.token", o.token}}),
+                     secret_object(certs_name(), certs)});
+}
+
+// The certificates and node tokens, read-only; `items` limits them to those files.
+obj renderer::certs_volume(const std::vector<std::string>& items) const {
+  obj source = podman ? obj{{"name", certs_name()}} : obj{{"secretName", certs_name()}};
+  source["defaultMode"] = 0440;  // the satrap group (fsGroup) reads them, no one else
+  if (!items.empty()) {
+    obj list = obj::array();
+    for (auto& f : items)
+      list.push_back({{"key", f}, {"path", f}});
+    source["items"] = list;
+  }
+  return {{"name", "certs"}, {podman ? "configMap" : "secret", source}};
+}
+
+obj renderer::certs_mount() const {
+  return {{"name", "certs"}, {"mountPath", k8s_certs_dir}, {"readOnly", true}};
+}
+
+}  // namespace k8s_detail
+
+using namespace k8s_detail;
+
+caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
+  renderer r{m, o, o.ns.empty() ? m.cluster : o.ns, o.flavor == k8s_flavor::podman};
+  if (!dns_label(r.ns, 63))
+    return make_error(errc::invalid_config,
+                      "namespace '" + r.ns + "' is not a Kubernetes name (lower-case letters, "
+                      "digits and '-'); give --namespace");
+  auto groups = groups_of(m);
+  if (!groups)
+    return groups.error();
+  if (o.secrets != k8s_secrets::external) {
+    if (o.token.empty())
+      return make_error(errc::invalid_config, "no admin token for the Secret");
+    for (auto& f : k8s_cert_file_names(m))
+      if (!o.cert_files.count(f))
+        return make_error(errc::invalid_config,
+                          "no " + f + " for the satrap-certs Secret: run `satrap certs`");
+  }
+  obj docs = obj::array();
+  if (!r.podman)
+    docs.push_back({{"apiVersion", "v1"},
+                    {"kind", "Namespace"},
+                    {"metadata", {{"name", r.ns}, {"labels", r.labels("namespace")}}}});
+  if (o.secrets != k8s_secrets::only)
+    docs.push_back(r.manifest_config());
+  if (o.secrets != k8s_secrets::external)
+    for (auto& d : r.secret_objects())
+      docs.push_back(d);
+  if (o.secrets == k8s_secrets::only) {
+    // the Namespace and the Secrets alone
+  } else if (r.podman) {
+    docs.push_back(r.podman_pod(*groups));
+  } else {
+    for (auto& d : r.head_objects())
+      docs.push_back(d);
+    for (auto& d : r.node_objects(*groups))
+      docs.push_back(d);
+    for (auto& d : r.job_objects())
+      docs.push_back(d);
+  }
+  std::ostringstream os;
+  os << "# Kubernetes objects for satrap cluster '" << m.cluster << "'"
+     << (o.source.empty() ? "" : " (" + o.source + ")") << ", flavor "
+     << (r.podman ? "podman (podman kube play)" : "kubernetes") << ".\n"
+     << "# Rendered by `satrap k8s`; see engines/k8s_objects.hpp for what each object is.\n";
+  for (auto& d : docs)
+    os << "---\n" << to_yaml(d);
+  return os.str();
+}
+
+}  // namespace satrap

@@ -1,0 +1,144 @@
+#include "serving/model_server.hpp"
+
+#include "serving/model_server_impl.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace satrap {
+
+namespace fs = std::filesystem;
+
+// Loads `dir` beside the current version and swaps it in. "" or why not.
+std::string model_server::impl::load(const std::string& dir) {
+  std::lock_guard lk(reload_mu);
+  auto started = clock_type::now();
+  auto m = exported_model::open(dir);
+  if (!m) {
+    ++reload_failures;
+    spdlog::error("model_load_failed dir={} error=\"{}\"", dir, m.error());
+    return m.error();
+  }
+  auto v = std::make_shared<served_version>(m.value());
+  auto old = now();
+  if (old && old->model->meta().name != v->model->meta().name) {
+    ++reload_failures;
+    return "the model in " + dir + " is named '" + v->model->meta().name + "', this server serves '"
+           + old->model->meta().name + "'";
+  }
+  {
+    std::lock_guard lk2(current_mu);
+    current = v;
+  }
+  if (old)
+    ++reloads;
+  auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - started).count();
+  spdlog::info("model_loaded name={} version={} rows={} mapped_bytes={} ms={:.1f} dir={}",
+               v->model->meta().name, v->model->meta().version, v->model->rows(),
+               v->model->mapped_bytes(), ms, dir);
+  return "";
+}
+
+// The newest complete model folder under watch_dir ("" when none).
+std::string model_server::impl::newest_in_watch() const {
+  std::string best;
+  uint64_t best_ns = 0;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(options.watch_dir, ec)) {
+    if (!e.is_directory(ec))
+      continue;
+    auto meta = exported_model_read_meta(e.path().string());
+    if (meta && (best.empty() || meta->created_ns > best_ns)) {
+      best = e.path().string();
+      best_ns = meta->created_ns;
+    }
+  }
+  return best;
+}
+
+void model_server::impl::watch_loop() {
+  std::string served = now() ? now()->model->dir() : "";
+  std::unique_lock lk(watch_mu);
+  while (!stopping) {
+    watch_cv.wait_for(lk, options.watch_interval);
+    if (stopping)
+      break;
+    auto dir = newest_in_watch();
+    auto cur = now();
+    if (dir.empty() || (cur && cur->model->dir() == dir) || dir == served)
+      continue;
+    served = dir;  // tried once: a broken export is not retried every interval
+    auto cur_meta = cur ? cur->model->meta().created_ns : 0;
+    auto meta = exported_model_read_meta(dir);
+    if (meta && meta->created_ns > cur_meta)
+      load(dir);
+  }
+}
+
+model_server::model_server() : impl_(std::make_unique<impl>()) {}
+model_server::~model_server() { stop(); }
+
+std::string model_server::start(const model_server_options& o) {
+  auto& im = *impl_;
+  im.options = o;
+  if (im.options.workers <= 0)
+    im.options.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (im.options.max_batch <= 0)
+    return "max batch: expected at least 1";
+  std::string first = o.model_dir;
+  if (first.empty() && !o.watch_dir.empty()) {
+    first = im.newest_in_watch();
+    if (first.empty())
+      return o.watch_dir + ": holds no complete model folder (export one there first)";
+  }
+  if (first.empty())
+    return "give a model folder or a folder to watch";
+  if (auto err = im.load(first); !err.empty())
+    return err;
+  for (int i = 0; i < im.options.workers; ++i)
+    im.workers.emplace_back([&im] { im.worker_loop(); });
+  http_limits limits;
+  limits.threads = static_cast<size_t>(std::max(1, o.http_threads));
+  limits.max_body_bytes = o.max_body_bytes;
+  limits.read_timeout = o.read_timeout;
+  auto err = im.http.start(o.host, o.port, [&im](const http_request& r) { return im.handle(r); },
+                           limits);
+  if (!err.empty()) {
+    stop();
+    return err;
+  }
+  if (!o.watch_dir.empty())
+    im.watcher = std::thread([&im] { im.watch_loop(); });
+  spdlog::info("serve_started host={} port={} workers={} max_batch={} max_queue_delay_us={}",
+               o.host, o.port, im.options.workers, o.max_batch, o.max_queue_delay.count());
+  return "";
+}
+
+void model_server::stop() {
+  if (!impl_)
+    return;
+  auto& im = *impl_;
+  im.http.stop();
+  {
+    std::lock_guard lk(im.mu);
+    std::lock_guard lk2(im.watch_mu);
+    im.stopping = true;
+  }
+  im.cv.notify_all();
+  im.watch_cv.notify_all();
+  for (auto& w : im.workers)
+    if (w.joinable())
+      w.join();
+  im.workers.clear();
+  if (im.watcher.joinable())
+    im.watcher.join();
+}
+
+std::string model_server::version() const {
+  auto v = impl_->now();
+  return v ? v->model->meta().version : "";
+}
+
+}  // namespace satrap

@@ -1,0 +1,113 @@
+// The predict path of the model server: a request is parsed and checked on its HTTP worker
+// against the version it pins, queued, gathered by a scoring thread with others of the same
+// version (up to max_batch instances or max_queue_delay) and scored as one batch.
+#include "serving/model_server_impl.hpp"
+
+namespace satrap {
+
+void model_server::impl::worker_loop() {
+  std::unique_lock lk(mu);
+  for (;;) {
+    cv.wait(lk, [&] { return stopping || (!queue.empty() && !collecting); });
+    if (stopping && queue.empty())
+      return;
+    collecting = true;
+    std::vector<std::shared_ptr<pending_request>> batch;
+    int n = 0;
+    auto version = queue.front()->version;
+    auto deadline = queue.front()->enqueued + options.max_queue_delay;
+    for (;;) {
+      while (!queue.empty() && queue.front()->version == version
+             && (n == 0 || n + queue.front()->input.size <= options.max_batch)) {
+        n += queue.front()->input.size;
+        batch.push_back(std::move(queue.front()));
+        queue.pop_front();
+      }
+      if (n >= options.max_batch || stopping || !queue.empty())
+        break;  // full, or the next request is of another version or would not fit
+      if (cv.wait_until(lk, deadline) == std::cv_status::timeout && queue.empty())
+        break;
+    }
+    collecting = false;
+    cv.notify_all();
+    lk.unlock();
+    score(version, batch, n);
+    lk.lock();
+  }
+}
+
+void model_server::impl::score(const std::shared_ptr<served_version>& v,
+           std::vector<std::shared_ptr<pending_request>>& batch, int n) {
+  batches.observe(n, batch_bounds);
+  instances += n;
+  auto scorer = v->take_scorer();
+  if (batch.size() == 1) {
+    auto& r = *batch[0];
+    r.logits.resize(static_cast<size_t>(r.input.size));
+    scorer->score(r.input.size, r.input.offsets, r.input.ids, r.input.dense, r.logits.data());
+  } else {
+    score_input all;
+    all.size = n;
+    all.offsets.push_back(0);
+    for (auto& r : batch) {
+      auto base = static_cast<uint32_t>(all.ids.size());
+      for (size_t b = 1; b < r->input.offsets.size(); ++b)
+        all.offsets.push_back(base + r->input.offsets[b]);
+      all.ids.insert(all.ids.end(), r->input.ids.begin(), r->input.ids.end());
+      all.dense.insert(all.dense.end(), r->input.dense.begin(), r->input.dense.end());
+    }
+    std::vector<float> logits(static_cast<size_t>(n));
+    scorer->score(n, all.offsets, all.ids, all.dense, logits.data());
+    size_t at = 0;
+    for (auto& r : batch) {
+      r->logits.assign(logits.begin() + at, logits.begin() + at + r->input.size);
+      at += r->input.size;
+    }
+  }
+  v->give_scorer(std::move(scorer));
+  for (auto& r : batch)
+    r->done.set_value();
+}
+
+http_response model_server::impl::predict(const http_request& req, const std::string& name) {
+  auto v = now();  // the version that answers this request, pinned until it ends
+  if (!v)
+    return count(503, "not_ready"), json_error(503, "no model loaded yet");
+  const auto& meta = v->model->meta();
+  if (name != meta.name)
+    return count(404, "unknown_model"),
+           json_error(404, "no model named '" + name + "' (this server serves '" + meta.name
+                             + "': POST /v1/models/" + meta.name + ":predict)");
+  predict_request_limits limits;
+  limits.slots = v->model->input_slots();  // the server adds the feature crosses
+  limits.dense_features = v->model->dense_features();
+  limits.max_instances = options.max_instances;
+  auto parsed = parse_predict_request(req.body, limits);
+  if (!parsed.error.empty())
+    return count(400, "bad_request"), json_error(400, parsed.error);
+  auto& in = parsed.input;
+  add_crosses(v->model->meta().crosses, in.size, limits.slots, in.offsets, in.ids);
+  for (auto id : in.ids)
+    if (!v->model->holds(id))
+      return count(400, "partition_not_held"),
+             json_error(400, "id " + std::to_string(id) + ": its partition is not held by this "
+                               "server (route it to the server of that partition)");
+  auto p = std::make_shared<pending_request>();
+  p->version = v;
+  p->input = std::move(in);
+  p->enqueued = clock_type::now();
+  auto done = p->done.get_future();
+  {
+    std::lock_guard lk(mu);
+    if (stopping)
+      return count(503, "stopping"), json_error(503, "the server is stopping");
+    queue.push_back(p);
+  }
+  cv.notify_all();
+  done.wait();
+  auto body = predict_response_json(meta.name, meta.version, p->logits.data(), p->logits.size());
+  count(200, nullptr);
+  return {200, "application/json", std::move(body)};
+}
+
+}  // namespace satrap

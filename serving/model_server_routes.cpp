@@ -1,0 +1,109 @@
+// The model server's HTTP routes and its Prometheus text.
+#include "serving/model_server_impl.hpp"
+
+namespace satrap {
+
+http_response serve_detail::json_error(int status, const std::string& message) {
+  std::string body = "{\"error\":\"";
+  for (char c : message) {
+    if (c == '"' || c == '\\')
+      body += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      continue;
+    body += c;
+  }
+  body += "\"}";
+  return {status, "application/json", body};
+}
+
+std::string model_server::impl::metrics_text() const {
+  std::ostringstream os;
+  os << "# TYPE satrap_serve_requests_total counter\n";
+  {
+    std::lock_guard lk(const_cast<std::mutex&>(counters_mu));
+    for (auto& [code, n] : requests_by_code)
+      os << "satrap_serve_requests_total{code=\"" << code << "\"} " << n << "\n";
+    os << "# TYPE satrap_serve_errors_total counter\n";
+    for (auto& [reason, n] : errors_by_reason)
+      os << "satrap_serve_errors_total{reason=\"" << reason << "\"} " << n << "\n";
+  }
+  os << "# TYPE satrap_serve_request_seconds histogram\n";
+  latency.render(os, "satrap_serve_request_seconds", latency_bounds);
+  os << "# TYPE satrap_serve_batch_instances histogram\n";
+  batches.render(os, "satrap_serve_batch_instances", batch_bounds);
+  os << "# TYPE satrap_serve_instances_total counter\nsatrap_serve_instances_total "
+     << instances.load() << "\n";
+  os << "# TYPE satrap_serve_reloads_total counter\nsatrap_serve_reloads_total " << reloads.load()
+     << "\nsatrap_serve_reload_failures_total " << reload_failures.load() << "\n";
+  os << "# TYPE satrap_serve_versions_mapped gauge\nsatrap_serve_versions_mapped "
+     << versions_mapped.load() << "\n";
+  if (auto v = now())
+    os << "satrap_serve_model_info{name=\"" << v->model->meta().name << "\",version=\""
+       << v->model->meta().version << "\"} 1\n";
+  return os.str();
+}
+
+http_response model_server::impl::handle(const http_request& req) {
+  auto started = clock_type::now();
+  auto res = route(req);
+  if (req.path.rfind("/v1/models/", 0) == 0 && req.method == "POST")
+    latency.observe(std::chrono::duration<double>(clock_type::now() - started).count(),
+                    latency_bounds);
+  return res;
+}
+
+http_response model_server::impl::route(const http_request& req) {
+  const auto& path = req.path;
+  if (path == "/healthz")
+    return {200, "text/plain; charset=utf-8", "ok\n"};
+  if (path == "/readyz") {
+    auto v = now();
+    return v ? http_response{200, "text/plain; charset=utf-8", "ready " + v->model->meta().version + "\n"}
+             : http_response{503, "text/plain; charset=utf-8", "no model loaded\n"};
+  }
+  if (path == "/metrics")
+    return {200, "text/plain; version=0.0.4", metrics_text()};
+  if (path == "/admin/reload") {
+    if (req.method != "POST")
+      return json_error(405, "use POST /admin/reload");
+    if (options.admin_token.empty())
+      return count(403, "admin"), json_error(403, "reloading on request is off (start serve with --admin-token-file)");
+    if (req.header("Authorization") != "Bearer " + options.admin_token)
+      return count(401, "admin"), json_error(401, "wrong or missing admin token (Authorization: Bearer <token>)");
+    std::string dir;
+    if (auto it = req.params.find("dir"); it != req.params.end())
+      dir = it->second;
+    else if (!options.watch_dir.empty())
+      dir = newest_in_watch();
+    if (dir.empty())
+      return json_error(400, "give ?dir=<model folder> (no watched folder, or nothing in it)");
+    auto err = load(dir);
+    if (!err.empty())
+      return json_error(422, "reload failed, still serving the previous version: " + err);
+    return {200, "application/json", "{\"version\":\"" + now()->model->meta().version + "\"}"};
+  }
+  const std::string prefix = "/v1/models/";
+  if (path.rfind(prefix, 0) == 0) {
+    auto rest = path.substr(prefix.size());
+    auto colon = rest.find(':');
+    if (colon != std::string::npos) {
+      if (rest.substr(colon) != ":predict")
+        return count(404, "unknown_path"), json_error(404, "unknown verb '" + rest.substr(colon + 1) + "' (use :predict)");
+      if (req.method != "POST")
+        return count(405, "method"), json_error(405, "use POST for :predict");
+      return predict(req, rest.substr(0, colon));
+    }
+    auto v = now();
+    if (!v)
+      return json_error(503, "no model loaded yet");
+    if (rest != v->model->meta().name)
+      return json_error(404, "no model named '" + rest + "'");
+    return {200, "application/json",
+            "{\"model_version_status\":[{\"version\":\"" + v->model->meta().version
+              + "\",\"state\":\"AVAILABLE\"}]}"};
+  }
+  count(404, "unknown_path");
+  return json_error(404, "unknown path " + path + " (POST /v1/models/<name>:predict, GET /healthz, /readyz, /metrics)");
+}
+
+}  // namespace satrap
