@@ -64,3 +64,15 @@ template <class... Args>
     if (__builtin_expect(!(cond), 0))                                                      \
       ::satrap::detail::assert_fail_fmt(__FILE__, __LINE__, #cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (false)
+
+// SATRAP_DEBUG_ASSERT: the same check, compiled only where NDEBUG is not defined (the sanitizer
+// build of CI, Debug builds). Only for the hottest per-id loops, where an always-on check costs
+// measurable time or repeats work (row_index::insert's "not yet present" is a second lookup per
+// insert); everywhere else use SATRAP_ASSERT. In Release its condition is not evaluated.
+#ifdef NDEBUG
+#define SATRAP_DEBUG_ASSERT(cond, ...) \
+  do {                                 \
+  } while (false)
+#else
+#define SATRAP_DEBUG_ASSERT(cond, ...) SATRAP_ASSERT(cond __VA_OPT__(, ) __VA_ARGS__)
+#endif

@@ -2,7 +2,6 @@
 #include "models/assert.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -108,7 +107,7 @@ namespace satrap {
 
 double grouped_auc(std::span<const float> scores, std::span<const float> labels,
                    std::span<const uint64_t> groups) {
-  assert(scores.size() == labels.size() && groups.size() == scores.size());
+  SATRAP_ASSERT(scores.size() == labels.size() && groups.size() == scores.size());
   std::vector<uint32_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0u);
   std::stable_sort(order.begin(), order.end(),
@@ -138,7 +137,7 @@ double grouped_auc(std::span<const float> scores, std::span<const float> labels,
 
 eval_metrics compute_eval_metrics(std::span<const float> logits, std::span<const float> labels,
                                   std::span<const uint64_t> groups) {
-  assert(logits.size() == labels.size());
+  SATRAP_ASSERT(logits.size() == labels.size());
   eval_metrics m;
   m.samples = static_cast<int64_t>(logits.size());
   std::vector<float> scores(logits.size());

@@ -4,8 +4,8 @@
 // Threading: immutable after construction; share freely.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
+#include "models/assert.hpp"
 #include <vector>
 
 namespace satrap {
@@ -16,7 +16,7 @@ class partition_map {
 
   // Contiguous, balanced ranges of partitions per shard.
   static partition_map uniform(uint32_t partitions, uint32_t shards) {
-    assert(partitions >= shards && shards > 0);
+    SATRAP_ASSERT(partitions >= shards && shards > 0);
     partition_map m;
     m.owner_.resize(partitions);
     for (uint32_t p = 0; p < partitions; ++p)

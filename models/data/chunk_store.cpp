@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -72,7 +71,7 @@ void chunk_builder::add(const text_sample& s) {
       ids_.push_back(missing_id(slot));
     offsets_.push_back(static_cast<uint32_t>(ids_.size()));
   }
-  assert(k == order_.size());
+  SATRAP_ASSERT(k == order_.size());
   dense_.insert(dense_.end(), s.dense.begin(), s.dense.end());
   labels_.push_back(s.label);
 }

@@ -1,10 +1,10 @@
 #include "models/data/file_source.hpp"
+#include "models/assert.hpp"
 
 #include "models/data/permutation.hpp"
 
 #include <algorithm>
 #include <bit>
-#include <cassert>
 #include <cmath>
 #include <optional>
 
@@ -163,7 +163,7 @@ batch file_source::make_batch(data_split split, int64_t index, int batch_size) c
   int64_t last = first + batch_size;
   if (split != data_split::train)
     last = std::min(last, view.count);
-  assert(first < last);
+  SATRAP_ASSERT(first < last);
   batch b;
   b.index = index;
   b.size = static_cast<int>(last - first);

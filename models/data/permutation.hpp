@@ -5,8 +5,8 @@
 #pragma once
 
 #include "models/embedding/id_map.hpp"
+#include "models/assert.hpp"
 
-#include <cassert>
 #include <cstdint>
 
 namespace satrap {
@@ -25,7 +25,7 @@ class index_permutation {
 
   // The image of i (i < size()); a bijection of [0, n).
   uint64_t at(uint64_t i) const {
-    assert(i < n_);
+    SATRAP_DEBUG_ASSERT(i < n_);
     do
       i = round_trip(i);
     while (i >= n_);  // cycle walking: at most a few steps, the domain is < 4n

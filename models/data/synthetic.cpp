@@ -1,6 +1,6 @@
 #include "models/data/synthetic.hpp"
+#include "models/assert.hpp"
 
-#include <cassert>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -47,8 +47,8 @@ struct zipf_math {
 }  // namespace
 
 synthetic_generator::synthetic_generator(const synthetic_options& options) : options_(options) {
-  assert(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
-  assert(options.ids_per_sample > 0 && options.dense_features >= 0 && options.teacher_latent_dim > 0);
+  SATRAP_ASSERT(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
+  SATRAP_ASSERT(options.ids_per_sample > 0 && options.dense_features >= 0 && options.teacher_latent_dim > 0);
   zipf_math z{options.zipf_exponent};
   h_integral_x1_ = z.h_integral(1.5) - 1.0;
   h_integral_n_ = z.h_integral(static_cast<double>(options.vocab) + 0.5);
@@ -85,7 +85,7 @@ void synthetic_generator::id_latent(uint64_t id, double* out) const {
 }
 
 batch synthetic_generator::make_batch(data_split split, int64_t index, int batch_size) const {
-  assert(index >= 0 && batch_size > 0);
+  SATRAP_ASSERT(index >= 0 && batch_size > 0);
   const int slots = options_.slots, per = options_.ids_per_sample, features = options_.dense_features;
   const int latent = options_.teacher_latent_dim;
   batch b;
@@ -114,7 +114,7 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
     double logit = options_.teacher_bias, first = 0.0;
     std::fill(u.begin(), u.end(), 0.0);
     double latent_buf[64];
-    assert(latent <= 64);
+    SATRAP_ASSERT(latent <= 64);
     for (int s = 0; s < slots; ++s) {
       double* us = u.data() + static_cast<size_t>(s) * latent;
       for (int j = 0; j < per; ++j) {

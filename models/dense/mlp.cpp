@@ -1,6 +1,6 @@
 #include "models/dense/mlp.hpp"
+#include "models/assert.hpp"
 
-#include <cassert>
 #include <cmath>
 
 #include "models/dense/linear.hpp"
@@ -11,10 +11,10 @@ namespace satrap {
 
 mlp::mlp(int in, std::vector<int> sizes, bool relu_last)
     : in_(in), sizes_(std::move(sizes)), relu_last_(relu_last) {
-  assert(in_ > 0 && !sizes_.empty());
+  SATRAP_ASSERT(in_ > 0 && !sizes_.empty());
   int fan_in = in_;
   for (int out : sizes_) {
-    assert(out > 0);
+    SATRAP_ASSERT(out > 0);
     offsets_.push_back(param_count_);
     param_count_ += static_cast<size_t>(out) * fan_in + out;
     fan_in = out;

@@ -1,7 +1,7 @@
 #include "models/embedding/count_min_sketch.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
-#include <cassert>
 
 #include "models/embedding/id_map.hpp"
 
@@ -9,7 +9,7 @@ namespace satrap {
 
 count_min_sketch::count_min_sketch(uint32_t width, uint32_t depth, uint64_t seed)
     : width_(width), depth_(depth), seed_(seed), counters_(static_cast<size_t>(width) * depth, 0) {
-  assert(width > 0 && depth > 0);
+  SATRAP_ASSERT(width > 0 && depth > 0);
 }
 
 size_t count_min_sketch::cell(uint32_t row, uint64_t id) const {

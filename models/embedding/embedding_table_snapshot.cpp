@@ -1,6 +1,6 @@
 // embedding_table's snapshot side: changed marks, the eviction log, raw row restore.
-#include <cassert>
 #include <cstring>
+#include "models/assert.hpp"
 
 #include "models/embedding/embedding_table.hpp"
 
@@ -39,7 +39,7 @@ void embedding_table::restore_erase(uint64_t id) {
   uint32_t r = index_.find(id);
   if (r == row_index::npos) return;
   bool erased = index_.erase(id);
-  assert(erased);
+  SATRAP_ASSERT(erased);
   (void)erased;
   slabs_.set_changed(r, false);
   free_rows_.push_back(r);

@@ -1,8 +1,8 @@
 #include "models/embedding/id_map.hpp"
+#include "models/assert.hpp"
 
 #include <algorithm>
 #include <bit>
-#include <cassert>
 
 namespace satrap {
 
@@ -14,7 +14,7 @@ id_map::id_map(size_t expected) {
 }
 
 uint32_t id_map::find_or_insert(uint64_t id, uint32_t value_if_new, bool& inserted) {
-  assert(value_if_new != npos);
+  SATRAP_DEBUG_ASSERT(value_if_new != npos);
   if ((size_ + 1) * 2 > keys_.size()) grow();
   for (size_t i = mix64(id) & mask_;; i = (i + 1) & mask_) {
     if (values_[i] == npos) {

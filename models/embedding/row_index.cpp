@@ -1,6 +1,6 @@
 #include "models/embedding/row_index.hpp"
+#include "models/assert.hpp"
 
-#include <cassert>
 #include <cmath>
 #include <vector>
 
@@ -45,8 +45,8 @@ void row_index::clear() {
 }
 
 void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced) {
-  assert(row != npos);
-  assert(find(id, hash) == npos);
+  SATRAP_ASSERT(row != npos);
+  SATRAP_DEBUG_ASSERT(find(id, hash) == npos);
   if (static_cast<double>(size_ + 1) > max_load * static_cast<double>(slots())) {
     rehash(buckets_n_ + buckets_n_ / 2);
   }
@@ -68,7 +68,7 @@ void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced
 unsigned row_index::promote(size_t home, size_t b, unsigned lane) {
   bucket& h = buckets_[home];
   bucket& q = buckets_[b];
-  assert(q.used & (1u << lane));
+  SATRAP_DEBUG_ASSERT(q.used & (1u << lane));
   unsigned free = ~static_cast<unsigned>(h.promoted) & full;
   if (free == 0 || h.used != full) return lanes;
   auto to = static_cast<unsigned>(__builtin_ctz(free));
@@ -84,7 +84,7 @@ unsigned row_index::promote(size_t home, size_t b, unsigned lane) {
 
 void row_index::erase_slot(size_t slot) {
   size_t h = slot / lanes, lane = slot % lanes;
-  assert(h < buckets_n_ && (buckets_[h].used & (1u << lane)));
+  SATRAP_DEBUG_ASSERT(h < buckets_n_ && (buckets_[h].used & (1u << lane)));
   for (size_t p = home_of(hash_of(buckets_[h].id[lane])); p != h; p = next(p)) unpass(p);
   buckets_[h].used = static_cast<uint8_t>(buckets_[h].used & ~(1u << lane));
   buckets_[h].promoted = static_cast<uint16_t>(buckets_[h].promoted & ~(1u << lane));

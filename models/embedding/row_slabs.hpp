@@ -16,7 +16,7 @@
 #pragma once
 
 #include <algorithm>
-#include <cassert>
+#include "models/assert.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,7 +35,7 @@ class row_slabs {
   row_slabs(size_t weight_bytes, size_t state_bytes, size_t rows_per_slab)
       : weight_(weight_bytes), state_(state_bytes), stride_(weight_bytes + state_bytes),
         per_slab_(rows_per_slab), inverse_(~uint64_t{0} / rows_per_slab + 1) {
-    assert(weight_bytes > 0 && rows_per_slab > 0 && rows_per_slab % group == 0);
+    SATRAP_ASSERT(weight_bytes > 0 && rows_per_slab > 0 && rows_per_slab % group == 0);
   }
 
   // Rows per slab for a table of `capacity` rows (0 = unbounded): slabs of at most 8 MiB.
