@@ -199,7 +199,7 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
 }
 
 // Issue 42: job_record's fields are listed once (job_record_fields); the JSON both ways walks it.
-TEST_CASE("job_record: every field round-trips through jobs.json's JSON; unknown results are null") {
+TEST_CASE("job_record: every field round-trips through jobs.json's JSON - unknown results are null") {
   job_record j;
   j.id = "j7";
   j.name = "n";
@@ -280,7 +280,7 @@ TEST_CASE("admin: refusals are typed - a wrong token is unauthorized, a missing 
 
 // Issue 42: an embedded job (`satrap train`) runs under an admin of its own; its job table is
 // written through the config's env (here in memory) and its /status is the admin's.
-TEST_CASE("admin: an embedded admin runs a job to its result; the table goes through its env") {
+TEST_CASE("admin: an embedded admin runs a job to its result - the table goes through its env") {
   memory_env files;
   REQUIRE(files.create_dirs("/state").ok());
   satrap_config cfg;
