@@ -17,7 +17,11 @@
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
 // endpoint: the one producer of both, for a head and for an embedded job (admin_embedded).
 // Refusals are caf::errors whose code says why (refusal_of: unauthorized or conflict).
-// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives it.
+// run(token, yaml) submits and answers the job's whole result when it ends (this process only:
+// `satrap train`, whose admin is embedded, see admin_embedded).
+// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives
+// it; the wall-clock stamps of the job table (submitted_ms, ...) and its file through
+// admin_config::files (models/env.hpp).
 // Who may ask what (README "Security"): register and heartbeat only from a node's own process
 // (the sender's node is the agent's node) with that node's token; a name stays bound to the
 // process that registered it while that one is alive. Submit, cancel, checkpoint, list and get
@@ -26,7 +30,8 @@
 // Its timer tick and its jobs' progress carry a key drawn at spawn, so no one outside forges
 // them; exit messages from other processes are dropped (actors/peer_guard.hpp). Refusals are
 // logged with the peer's node id and counted in /metrics by reason.
-// Threading: an actor; the HTTP thread talks to it with requests.
+// Threading: an actor; the HTTP thread talks to it with requests. admin_embedded's hooks run on
+// the admin's thread.
 #pragma once
 
 #include "actors/admin/job_record.hpp"
