@@ -1,4 +1,5 @@
 // satrap submit, jobs, cancel, status: clients of the head's admin actor.
+#include "cli/cli_timing.hpp"
 #include "cli/cluster_commands.hpp"
 
 #include "cli/cluster_common.hpp"
@@ -56,7 +57,7 @@ template <class T, class... Ts>
 caf::expected<T> ask(session& s, Ts&&... xs) {
   caf::scoped_actor self{*s.sys};
   caf::expected<T> out{caf::error{}};
-  self->request(s.admin, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+  self->request(s.admin, ms(cli_timing::client_request_ms), std::forward<Ts>(xs)...)
     .receive([&](T& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
   return out;
 }
@@ -138,7 +139,7 @@ int cluster_commands::run_submit() {
         std::printf("%s\n", job_record_json(*j).dump().c_str());
       return j->state == job_state::succeeded ? 0 : 1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(ms(cli_timing::job_poll_ms));
   }
 }
 

@@ -1,3 +1,5 @@
+#include "models/env.hpp"
+#include "cli/cli_timing.hpp"
 #include "cli/cluster_common.hpp"
 
 #include "runtime/error.hpp"
@@ -111,8 +113,8 @@ caf::expected<int64_t> node_restarts(const std::string& starts_file) {
 
 void cluster_config_setup(satrap_config& cfg) {
   using namespace std::chrono;
-  cfg.set("middleman.heartbeat-interval", caf::timespan{duration_cast<nanoseconds>(seconds(1))});
-  cfg.set("middleman.connection-timeout", caf::timespan{duration_cast<nanoseconds>(seconds(5))});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_heartbeat_ms))});
+  cfg.set("middleman.connection-timeout", caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_connection_timeout_ms))});
 }
 
 std::string cluster_certs_dir(const manifest& m, const std::string& state_dir) {
@@ -180,14 +182,15 @@ bool wait_for_stop_signal(int timeout_ms) {
   sigaddset(&set, SIGTERM);
   // EINTR is not a stop: SIGCONT after SIGSTOP (or any other handled signal) interrupts the
   // wait, which then goes on for the time that is left.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto& clock = default_env();
+  auto deadline = clock.steady_now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     int got;
     if (timeout_ms < 0) {
       got = sigwaitinfo(&set, nullptr);
     } else {
       auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - clock.steady_now()).count();
       if (left < 0)
         left = 0;
       timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};

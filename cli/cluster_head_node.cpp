@@ -5,12 +5,13 @@
 
 #include "actors/node_agent/node_agent.hpp"
 #include "actors/node_agent/node_link.hpp"
+#include "cli/admin_http.hpp"
 #include "cli/certs_command.hpp"
+#include "cli/cli_timing.hpp"
 #include "cli/cluster_common.hpp"
 #include "cli/process_record.hpp"
 #include "runtime/error.hpp"
 #include "runtime/http_server.hpp"
-#include "web/web_assets.hpp"
 #include "runtime/log.hpp"
 #include "runtime/secrets.hpp"
 
@@ -38,92 +39,6 @@ namespace fs = std::filesystem;
 namespace satrap {
 
 namespace {
-
-// The dashboard's controls: POST /jobs/<id>/cancel and /jobs/<id>/checkpoint with the admin
-// token in the X-Satrap-Token header (the admin checks it, as for `satrap cancel`). A custom
-// header cannot be sent cross-origin without a CORS preflight, which this server never grants.
-http_response head_http_control(caf::actor_system& sys, const admin_actor& admin,
-                                const http_request& req) {
-  std::string id, action;
-  if (req.path.rfind("/jobs/", 0) == 0) {
-    auto rest = req.path.substr(6);
-    auto slash = rest.find('/');
-    if (slash != std::string::npos) {
-      id = rest.substr(0, slash);
-      action = rest.substr(slash + 1);
-    }
-  }
-  if (id.empty() || (action != "cancel" && action != "checkpoint"))
-    return {404, "text/plain", "not found: POST /jobs/<id>/cancel or /jobs/<id>/checkpoint\n"};
-  auto token = req.header(admin_token_header);
-  if (token.empty()) {
-    spdlog::warn("http_control_refused job={} action={} from={} reason=no_token", id, action,
-                 req.remote_addr);
-    return {401, "text/plain",
-            "refused: this needs the admin token in the X-Satrap-Token header\n"};
-  }
-  caf::scoped_actor self{sys};
-  http_response r;
-  auto refused = [&](caf::error& e) {
-    auto why = error_text(e);
-    bool token_refused = why.find("token") != std::string::npos;
-    spdlog::warn("http_control_refused job={} action={} from={} reason=\"{}\"", id, action,
-                 req.remote_addr, why);
-    r = {token_refused ? 403 : 409, "text/plain", "refused: " + why + "\n"};
-  };
-  if (action == "cancel")
-    self->request(admin, std::chrono::seconds(10), cancel_atom::value, token, id)
-      .receive([&](job_record& j) { r = {200, "application/json", job_record_json(j).dump()}; },
-               refused);
-  else
-    self->request(admin, std::chrono::seconds(60), checkpoint_atom::value, token, id)
-      .receive(
-        [&](int64_t step) {
-          r = {200, "application/json", nlohmann::json{{"checkpoint_step", step}}.dump()};
-        },
-        refused);
-  if (r.status == 200)
-    spdlog::info("http_control job={} action={} from={}", id, action, req.remote_addr);
-  return r;
-}
-
-http_response head_http(caf::actor_system& sys, const admin_actor& admin, const http_request& req) {
-  auto& path = req.path;
-  if (auto page = dashboard_response(req))  // the dashboard (web/): GET /
-    return *page;
-  if (req.method == "POST")
-    return head_http_control(sys, admin, req);
-  if (req.method != "GET")
-    return {405, "text/plain", "only GET, and POST to /jobs/<id>/cancel or /checkpoint\n"};
-  caf::scoped_actor self{sys};
-  http_response r;
-  auto ask = [&](auto atom, const char* type) {
-    self->request(admin, std::chrono::seconds(5), atom)
-      .receive([&](std::string& body) { r = {200, type, std::move(body)}; },
-               [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
-  };
-  if (path == "/status") {
-    ask(status_atom::value, "application/json");
-  } else if (path == "/metrics") {
-    ask(metrics_atom::value, "text/plain; version=0.0.4");
-  } else if (path == "/healthz") {
-    // With the head's pid: `satrap up` checks that the head it started is the one answering.
-    r = {200, "text/plain", "ok pid=" + std::to_string(::getpid()) + "\n"};
-  } else if (path == "/readyz") {
-    // Ready when every node of the manifest has joined and is alive.
-    self->request(admin, std::chrono::seconds(5), ready_atom::value)
-      .receive(
-        [&](bool ready, std::string& waiting) {
-          r = {ready ? 200 : 503, "text/plain",
-               ready ? "ready pid=" + std::to_string(::getpid()) + "\n"
-                     : "waiting for nodes: " + waiting + "\n"};
-        },
-        [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
-  } else {
-    r = {404, "text/plain", "not found: try / (the dashboard) /status /metrics /healthz /readyz\n"};
-  }
-  return r;
-}
 
 // Ends the admin. The exit must come from an actor of this process: the admin drops exit messages
 // without a local sender (actors/peer_guard.hpp), and an admin that never ends keeps the actor
@@ -187,7 +102,7 @@ int cluster_commands::run_head() {
   }
   http_server http;
   auto why = http.start(listen_.empty() ? listen : listen_, m->head.status_port,
-                        [&sys, admin](const http_request& req) { return head_http(sys, admin, req); });
+                        [&sys, admin](const http_request& req) { return admin_http(sys, admin, {}, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
     stop_admin(sys, admin);
@@ -263,7 +178,7 @@ int cluster_commands::run_node() {
   lc.connect_peers = sys.has_openssl_manager();
   lc.on_end = [&ended](int status) { ended = status; };
   auto link = spawn_node_link(sys, std::move(lc));
-  while (!wait_for_stop_signal(200))
+  while (!wait_for_stop_signal(static_cast<int>(cli_timing::node_poll_ms)))
     if (ended >= 0) {
       std::cerr << "satrap node: could not join the head of cluster '" << m->cluster
                 << "' (see the log above)\n";

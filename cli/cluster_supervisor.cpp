@@ -11,6 +11,8 @@
 // every node. SIGTERM or SIGINT: it stops its nodes (SIGTERM, then SIGKILL after 10 s) and exits.
 // Threading: one thread; it polls its children every 50 ms. An actor system exists only for the
 // moment it tells the head about a node it gave up, so forks never see one.
+#include "models/env.hpp"
+#include "cli/cli_timing.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/process_record.hpp"
 
@@ -41,6 +43,7 @@ namespace satrap {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+clock_type::time_point clock_now() { return default_env().steady_now(); }
 
 struct supervised_node {
   std::string name;
@@ -78,7 +81,7 @@ bool tell_head(const manifest& m, const std::string& dir, const std::string& tok
   }
   caf::scoped_actor self{sys};
   bool told = false;
-  self->request(*admin, std::chrono::seconds(5), gave_up_atom::value, token, n.name, n.restarts,
+  self->request(*admin, ms(cli_timing::gave_up_request_ms), gave_up_atom::value, token, n.name, n.restarts,
                 why)
     .receive([&](bool) { told = true; },
              [&](caf::error& e) {
@@ -137,7 +140,7 @@ int cluster_commands::run_supervise() {
         continue;
       auto& n = *it;
       n.pid = 0;
-      auto now = clock_type::now();
+      auto now = clock_now();
       if (!n.intensity.may_restart(now)) {
         n.gave_up = true;
         auto why = "node process exited (" + exit_text(status) + ") after "
@@ -157,7 +160,7 @@ int cluster_commands::run_supervise() {
       spdlog::warn("supervisor_node_exited name={} pid={} how=\"{}\" restart_in_ms={}", n.name,
                    pid, exit_text(status), delay.count());
     }
-    auto now = clock_type::now();
+    auto now = clock_now();
     for (auto& n : nodes)
       if (n.restart_at && now >= *n.restart_at) {
         n.restart_at.reset();
@@ -169,14 +172,14 @@ int cluster_commands::run_supervise() {
       spdlog::error("supervisor_stopped cluster={} reason=\"gave up on every node\"", m->cluster);
       return 1;
     }
-    if (wait_for_stop_signal(50))
+    if (wait_for_stop_signal(static_cast<int>(cli_timing::supervise_poll_ms)))
       break;
   }
   spdlog::info("supervisor_stopping cluster={}", m->cluster);
   for (auto& n : nodes)
     if (n.pid > 0)
       ::kill(n.pid, SIGTERM);
-  auto deadline = clock_type::now() + std::chrono::seconds(10);
+  auto deadline = clock_now() + ms(cli_timing::process_stop_ms);
   auto running = [&] {
     int status = 0;
     for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;)
@@ -185,8 +188,8 @@ int cluster_commands::run_supervise() {
           n.pid = 0;
     return std::any_of(nodes.begin(), nodes.end(), [](auto& n) { return n.pid > 0; });
   };
-  while (running() && clock_type::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (running() && clock_now() < deadline)
+    std::this_thread::sleep_for(ms(cli_timing::exit_poll_ms));
   for (auto& n : nodes)
     if (n.pid > 0) {
       spdlog::warn("supervisor_kill name={} pid={}", n.name, n.pid);

@@ -1,5 +1,7 @@
 // `satrap up` and `satrap down`: start a manifest's local processes (head, nodes, their
 // supervisors) detached, and stop the ones the pid records still describe.
+#include "models/env.hpp"
+#include "cli/cli_timing.hpp"
 #include "cli/cluster_commands.hpp"
 
 #include "runtime/actor_meter.hpp"
@@ -96,19 +98,19 @@ int cluster_commands::run_up() {
     for (auto pid : {supervisor_pid, head_pid})
       if (child_alive(pid))
         ::kill(pid, SIGTERM);
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    auto until = default_env().steady_now() + ms(cli_timing::supervisor_stop_ms);
     while ((child_alive(supervisor_pid) || child_alive(head_pid))
-           && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+           && default_env().steady_now() < until)
+      std::this_thread::sleep_for(ms(cli_timing::exit_poll_ms));
   };
   fs::create_directories(".satrap");
   std::ofstream(".satrap/current") << path << "\n";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s_);
+  auto deadline = default_env().steady_now() + std::chrono::seconds(wait_s_);
   // Only the head this command started counts as an answer: another cluster's head on the same
   // status port once made a second `up` report success while all its processes had died.
   const auto ours = "ready pid=" + std::to_string(head_pid) + "\n";
   std::string other;
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (default_env().steady_now() < deadline) {
     if (!child_alive(head_pid)) {
       std::cerr << "satrap up: the head exited; see " << dir << "/head.log"
                 << (other.empty() ? std::string{}
@@ -119,7 +121,7 @@ int cluster_commands::run_up() {
       stop_started();
       return 1;
     }
-    auto r = http_get(m->head.host, m->head.status_port, "/readyz", 1000);
+    auto r = http_get(m->head.host, m->head.status_port, "/readyz", static_cast<int>(cli_timing::ready_request_ms));
     if (r.status == 200 && r.body != ours) {
       auto at = r.body.find("pid=");
       other = at == std::string::npos ? "one without a pid" : r.body.substr(at);
@@ -132,7 +134,7 @@ int cluster_commands::run_up() {
                 << ":" << m->head.status_port << "/status; logs in " << dir << "\n";
       return 0;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    std::this_thread::sleep_for(ms(cli_timing::ready_poll_ms));
   }
   std::cerr << "satrap up: the cluster was not ready within " << wait_s_
             << " s (not every node joined); see the logs in " << dir
@@ -158,9 +160,9 @@ int cluster_commands::run_down() {
   // nodes itself.
   if (auto pid = process_record_live(dir + "/supervisor.pid"); pid > 0) {
     ::kill(pid, SIGTERM);
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (pid_alive(pid) && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto until = default_env().steady_now() + ms(cli_timing::supervisor_stop_ms);
+    while (pid_alive(pid) && default_env().steady_now() < until)
+      std::this_thread::sleep_for(ms(cli_timing::exit_poll_ms));
   }
   for (auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".pid") {
@@ -173,12 +175,12 @@ int cluster_commands::run_down() {
   for (auto& [pid, _] : procs)
     if (pid_alive(pid))
       ::kill(pid, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto deadline = default_env().steady_now() + ms(cli_timing::process_stop_ms);
   auto any_alive = [&] {
     return std::any_of(procs.begin(), procs.end(), [](auto& p) { return pid_alive(p.first); });
   };
-  while (any_alive() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (any_alive() && default_env().steady_now() < deadline)
+    std::this_thread::sleep_for(ms(cli_timing::down_poll_ms));
   int killed = 0;
   for (auto& [pid, _] : procs)
     if (pid_alive(pid)) {

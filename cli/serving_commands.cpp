@@ -8,7 +8,10 @@
 #include "runtime/error.hpp"
 #include "spec/job_data.hpp"
 #include "runtime/log.hpp"
+#include "serving/batch_scoring.hpp"
+#include "serving/model_export.hpp"
 #include "serving/model_server.hpp"
+#include "cli/cli_timing.hpp"
 #include "runtime/payload.hpp"
 #include "satrap_schemas/step.capnp.h"
 
@@ -35,30 +38,6 @@ std::string trim(std::string s) {
 }
 
 }  // namespace
-
-caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<const float> params,
-                                            int64_t step, const std::string& snapshot_root,
-                                            uint64_t sequence, const std::string& out,
-                                            uint32_t shards, const std::string& version) {
-  exported_model_meta meta;
-  meta.name = spec.name;
-  meta.version = version.empty() ? "step-" + std::to_string(step) : version;
-  meta.step = step;
-  meta.created_ns = static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::system_clock::now().time_since_epoch())
-      .count());
-  meta.network = spec.model.network;
-  meta.pool = spec.model.pool;
-  meta.embedding = spec.model.embedding;
-  meta.partitions = static_cast<uint32_t>(spec.placement.partitions);
-  meta.crosses = spec.data.crosses;
-  meta.job_yaml = job_spec_to_yaml(spec);
-  auto rows = export_model(out, meta, params, snapshot_root, sequence, shards);
-  if (!rows)
-    return make_error(errc::io_failure, "export: " + rows.error());
-  return rows.value();
-}
 
 // ---- satrap export ------------------------------------------------------------------------------
 
@@ -206,59 +185,10 @@ int predict_command::run() {
     std::cerr << "satrap predict: cannot write " << instances_ << "\n";
     return 2;
   }
-  const int bs = batch_ > 0 ? batch_ : spec.training.batch_size;
-  model_scorer scorer(model.value());
-  std::vector<float> logits, labels, all_logits;
-  auto started = std::chrono::steady_clock::now();
-  int64_t rows = 0;
-  // Test batches of the job's batch size, as the trainers evaluated them; regrouped by --batch.
-  const int jbs = spec.training.batch_size;
-  int64_t total = data->source->samples(data_split::test);
-  int64_t want = data->test_batches * int64_t{jbs};
-  if (total >= 0)
-    want = std::min(want, total);
-  for (int64_t first = 0; first < want; first += bs) {
-    auto n = static_cast<int>(std::min<int64_t>(bs, want - first));
-    batch b;
-    if (bs == jbs) {
-      b = data->source->make_batch(data_split::test, first / jbs, jbs);
-    } else {  // gather rows [first, first + n) from the job's batches
-      b.slots = m.slots();
-      b.dense_features = m.dense_features();
-      b.offsets.push_back(0);
-      for (int64_t k = first / jbs; k * jbs < first + n; ++k) {
-        auto jb = data->source->make_batch(data_split::test, k, jbs);
-        for (int i = 0; i < jb.size; ++i) {
-          auto row = k * jbs + i;
-          if (row < first || row >= first + n)
-            continue;
-          for (int s = 0; s < jb.slots; ++s) {
-            auto bag = static_cast<size_t>(i) * jb.slots + s;
-            b.ids.insert(b.ids.end(), jb.ids.begin() + jb.offsets[bag], jb.ids.begin() + jb.offsets[bag + 1]);
-            b.offsets.push_back(static_cast<uint32_t>(b.ids.size()));
-          }
-          b.dense.insert(b.dense.end(), jb.dense.begin() + i * jb.dense_features,
-                         jb.dense.begin() + (i + 1) * jb.dense_features);
-          b.labels.push_back(jb.labels[i]);
-          ++b.size;
-        }
-      }
-    }
-    n = std::min(n, b.size);
-    if (n <= 0)
-      break;
-    auto err = check_score_input(m, b.size, b.offsets, b.ids, b.dense);
-    if (!err.empty()) {
-      std::cerr << "satrap predict: row " << first << ": " << err << "\n";
-      return 1;
-    }
-    logits.resize(static_cast<size_t>(b.size));
-    scorer.score(b.size, b.offsets, b.ids, b.dense, logits.data());
-    for (int i = 0; i < n; ++i) {
-      all_logits.push_back(logits[i]);
-      labels.push_back(b.labels[i]);
+  auto scored = score_test_split(
+    model.value(), spec, *data, batch_, [&](const batch& b, int i, float logit) {
       if (out)
-        std::fprintf(out, "%g\t%.9g\n", b.labels[i], static_cast<double>(sigmoid(logits[i])));
+        std::fprintf(out, "%g\t%.9g\n", b.labels[i], static_cast<double>(sigmoid(logit)));
       if (inst) {
         nlohmann::json slots = nlohmann::json::array();
         for (int s = 0; s < m.input_slots(); ++s) {  // serving adds the crosses itself
@@ -271,26 +201,18 @@ int predict_command::run() {
                             {"slots", slots}};
         std::fprintf(inst, "%s\n", x.dump().c_str());
       }
-    }
-    rows += n;
-  }
+    });
   if (out)
     std::fclose(out);
   if (inst)
     std::fclose(inst);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::vector<float> scores(all_logits.size());
-  double positives = 0;
-  for (size_t i = 0; i < all_logits.size(); ++i) {
-    scores[i] = sigmoid(all_logits[i]);
-    positives += labels[i] > 0.5f;
+  if (!scored) {
+    std::cerr << "satrap predict: " << error_text(scored.error()) << "\n";
+    return 1;
   }
-  double auc = rows > 0 ? auc_exact(scores, labels) : std::nan("");
-  double logloss = rows > 0 ? logloss_from_logits(all_logits, labels) : std::nan("");
-  double p = rows > 0 ? positives / static_cast<double>(rows) : 0;
-  double base = (p > 0 && p < 1) ? -(p * std::log(p) + (1 - p) * std::log(1 - p)) : std::nan("");
-  double ne = logloss / base;
-  double rps = secs > 0 ? static_cast<double>(rows) / secs : 0;
+  auto rows = scored->rows;
+  auto secs = scored->seconds, rps = scored->rows_per_sec;
+  auto auc = scored->auc, logloss = scored->logloss, ne = scored->ne;
   std::printf("model %s version %s: %lld rows in %.2f s (%.0f rows/s)\n", m.meta().name.c_str(),
               m.meta().version.c_str(), static_cast<long long>(rows), secs, rps);
   std::printf("auc %.6f  logloss %.6f  ne %.6f\n", auc, logloss, ne);
@@ -382,7 +304,7 @@ int serve_command::run() {
   std::printf("serving %s on http://%s:%u\n", server.version().c_str(), host_.c_str(), port_);
   std::fflush(stdout);
   while (!serve_stop)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(ms(cli_timing::serve_poll_ms));
   server.stop();
   return 0;
 }

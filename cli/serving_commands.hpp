@@ -1,6 +1,7 @@
 // The serving commands: `satrap export` (a checkpoint -> a model folder), `satrap predict` (score
 // files with a model folder) and `satrap serve` (HTTP/JSON predictions, serving/model_server.hpp).
-// The formats and the scorer are models/serving/; these parse flags, read specs and print.
+// The formats and the scorer are models/serving/, exporting and scoring a split serving/
+// (model_export.hpp, batch_scoring.hpp); these parse flags, read specs and print.
 // Threading: each runs on the calling thread (serve: until SIGINT/SIGTERM).
 #pragma once
 
@@ -9,20 +10,12 @@
 #include "spec/job_spec.hpp"
 
 #include <CLI/CLI.hpp>
-#include <caf/expected.hpp>
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
 namespace satrap {
-
-// A model folder from a finalised spec, dense parameters and an embedding snapshot.
-caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<const float> params,
-                                            int64_t step, const std::string& snapshot_root,
-                                            uint64_t sequence, const std::string& out,
-                                            uint32_t shards, const std::string& version);
 
 class export_command final : public command {
  public:

@@ -4,14 +4,16 @@
 #include "cli/progress_line.hpp"
 #include "actors/embedded_job.hpp"
 #include "cli/cluster_common.hpp"
-#include "cli/embedded_status.hpp"
+#include "actors/admin/admin.hpp"
+#include "cli/admin_http.hpp"
 #include "actors/type_registry.hpp"
-#include "cli/serving_commands.hpp"
+#include "serving/model_export.hpp"
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
 #include "satrap_schemas/step.capnp.h"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "runtime/secrets.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <cblas.h>
@@ -19,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -214,36 +217,45 @@ int train_command::run() {
     std::filesystem::remove_all(jc.final_snapshot_dir, ec);
   }
   bool tty = isatty(STDERR_FILENO) != 0;
-  std::unique_ptr<embedded_status> status;
+  // The job runs under an admin of its own (actors/admin/admin.hpp, admin_embedded): its /status,
+  // /metrics and dashboard are the head's. The page's controls need an admin token: the one in
+  // SATRAP_ADMIN_TOKEN, else none (read-only).
+  admin_config ac;
+  ac.cluster = embedded_manifest();
+  ac.version = satrap_version;
+  auto* env_token = std::getenv("SATRAP_ADMIN_TOKEN");
+  ac.token = env_token && *env_token ? env_token : random_token();
+  ac.embedded.on = true;
+  ac.embedded.read_only = !(env_token && *env_token);
+  ac.embedded.configure = [dir = jc.final_snapshot_dir](job_supervisor_config& c) {
+    c.final_snapshot_dir = dir;
+  };
+  ac.embedded.on_progress = [tty](const job_progress& p) {
+    if (tty)
+      show_progress(p);
+  };
+  auto admin = spawn_admin(sys, ac);
   http_server http;
   if (status_port_ > 0) {
-    status = std::make_unique<embedded_status>(spec, satrap_version);
     auto why = http.start(status_host_, static_cast<uint16_t>(status_port_),
-                          [s = status.get()](const http_request& req) { return s->handle(req); });
+                          [&sys, admin, o = admin_http_options{ac.embedded.read_only}](
+                            const http_request& req) { return admin_http(sys, admin, o, req); });
     if (!why.empty()) {
       std::cerr << "satrap train: --status-port " << status_port_ << ": " << why << "\n";
+      caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
       return 1;
     }
     spdlog::info("status_endpoint url=http://{}:{}/", status_host_, status_port_);
     std::fprintf(stderr, "dashboard: http://%s:%d/\n", status_host_.c_str(), status_port_);
   }
-  jc.observer = [tty, s = status.get()](const job_progress& p) {
-    if (tty)
-      show_progress(p);
-    if (s)
-      s->on_progress(p);
-  };
-  auto sup = spawn_embedded_job(sys, jc);
   caf::scoped_actor self{sys};
   int exit_status = 0;
-  self->request(sup, caf::infinite, run_atom::value)
+  self->request(admin, caf::infinite, run_atom::value, ac.token, job_spec_to_yaml(spec))
     .receive(
       [&](job_result& r) {
         if (tty)
           std::fprintf(stderr, "\n");
         print_result(spec, r, json_);
-        if (status)
-          status->on_end(job_state::succeeded, "", &r);
         if (!test_scores_.empty())
           exit_status = write_test_scores(test_scores_, r);
         if (exit_status == 0 && !export_.empty())
@@ -253,12 +265,10 @@ int train_command::run() {
         if (tty)
           std::fprintf(stderr, "\n");
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
-        if (status)
-          status->on_end(job_state::failed, error_text(e), nullptr);
         exit_status = exit_status_of(e);  // 2 when the job's input was wrong
       });
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
   http.stop();
+  self->send_exit(admin, caf::exit_reason::user_shutdown);
   return exit_status;
 }
 

@@ -33,6 +33,11 @@ bool job_state_final(job_state s) {
   return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled;
 }
 
+admin_refusal refusal_of(const caf::error& e) {
+  return errc_of(e, errc::peer_failure) == errc::unauthorized ? admin_refusal::unauthorized
+                                                              : admin_refusal::conflict;
+}
+
 job_record* find_job(admin_state& st, const std::string& id) {
   for (auto& j : st.jobs)
     if (j.id == id)
@@ -68,6 +73,16 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
     st.config = config;
     jobs_load(st);
     jobs_save(st);
+    if (st.config.embedded.on)  // its own nodes (this process): alive while it lives
+      for (auto& n : st.config.cluster.nodes) {
+        auto& e = st.nodes[n.name];
+        e.info.cluster = st.config.cluster.cluster;
+        e.info.version = st.config.version;
+        e.info.name = n.name;
+        e.alive = true;
+        e.local = true;
+        e.last_heartbeat = self->clock().now();
+      }
     self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
     st.internal_key = std::stoull(random_token(8), nullptr, 16);
     self->delayed_send(self, tick_interval(st), tick_atom::value, st.internal_key);
@@ -136,6 +151,10 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
           return;
         }
         on_tick(self);
+      },
+      [self](run_atom, const std::string& token,
+             const std::string& yaml) -> caf::result<job_result> {
+        return on_run(self, token, yaml);
       },
       [self](gave_up_atom, const std::string& token, const std::string& node, int64_t restarts,
              const std::string& why) -> caf::result<bool> {

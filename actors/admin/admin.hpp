@@ -15,8 +15,13 @@
 // admin counts registrations from a new process of a node that had joined (rejoins), and a
 // per-host supervisor that gave up on a node says so (gave_up); /status and /metrics show them.
 // status() and metrics() render /status (JSON) and /metrics (Prometheus text) for the HTTP
-// endpoint.
-// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives it.
+// endpoint: the one producer of both, for a head and for an embedded job (admin_embedded).
+// Refusals are caf::errors whose code says why (refusal_of: unauthorized or conflict).
+// run(token, yaml) submits and answers the job's whole result when it ends (this process only:
+// `satrap train`, whose admin is embedded, see admin_embedded).
+// Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives
+// it; the wall-clock stamps of the job table (submitted_ms, ...) and its file through
+// admin_config::files (models/env.hpp).
 // Who may ask what (README "Security"): register and heartbeat only from a node's own process
 // (the sender's node is the agent's node) with that node's token; a name stays bound to the
 // process that registered it while that one is alive. Submit, cancel, checkpoint, list and get
@@ -25,15 +30,18 @@
 // Its timer tick and its jobs' progress carry a key drawn at spawn, so no one outside forges
 // them; exit messages from other processes are dropped (actors/peer_guard.hpp). Refusals are
 // logged with the peer's node id and counted in /metrics by reason.
-// Threading: an actor; the HTTP thread talks to it with requests.
+// Threading: an actor; the HTTP thread talks to it with requests. admin_embedded's hooks run on
+// the admin's thread.
 #pragma once
 
+#include "actors/admin/job_record.hpp"
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "actors/spawn_protocol.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/actor_meter.hpp"
 #include "spec/knobs.hpp"
 #include "spec/manifest.hpp"
+#include "models/env.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/meta/type_name.hpp>
@@ -41,6 +49,7 @@
 #include <caf/typed_actor.hpp>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -63,61 +72,6 @@ typename Inspector::result_type inspect(Inspector& f, node_info& x) {
            x.token, x.restarts);
 }
 
-// The life of a job: PENDING (queued) -> PLACING -> RUNNING -> one of the three final states.
-enum class job_state : uint8_t { pending, placing, running, succeeded, failed, cancelled };
-
-// "PENDING", "RUNNING", ... (as /status, jobs.json and `satrap jobs` show it).
-const char* job_state_name(job_state s);
-// The state named `name`, or failed for a name no satrap wrote (a damaged job table).
-job_state job_state_from_name(const std::string& name);
-bool job_state_final(job_state s);
-
-inline constexpr job_state all_job_states[] = {job_state::pending,   job_state::placing,
-                                               job_state::running,   job_state::succeeded,
-                                               job_state::failed,    job_state::cancelled};
-
-struct job_record {
-  std::string id;
-  std::string name;
-  job_state state = job_state::pending;
-  std::string message;
-  int64_t submitted_ms = 0;  // unix epoch milliseconds
-  int64_t started_ms = 0;
-  int64_t ended_ms = 0;
-  int64_t steps = 0;
-  int64_t steps_total = 0;
-  int64_t samples = 0;
-  double samples_per_sec = 0;
-  double loss = 0;
-  double running_auc = 0;
-  double test_auc = -1;       // -1 until the job has finished
-  double oracle_auc = -1;
-  double test_logloss = -1;
-  int64_t restarts = 0;           // recoveries: the job's own plus head_restarts
-  int64_t head_restarts = 0;      // times the head stopped while the job ran (it was requeued)
-  int64_t batches_replayed = 0;   // batches trained again after a rollback
-  int64_t checkpoints = 0;        // checkpoints written
-  int64_t checkpoint_step = -1;   // step of the newest
-  int64_t gradients_lost = 0;     // gradient rows the stores dropped (not admitted)
-  std::string last_failure;       // why the newest restart happened
-  int64_t validation_step = -1;   // the latest validation (-1: none yet)
-  double validation_auc = -1;     // its AUC and log loss (-1: none)
-  double validation_logloss = -1;
-  int64_t best_step = -1;         // the best validation's step
-  double best_validation_auc = -1;
-  std::string spec_yaml;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.message, x.submitted_ms,
-           x.started_ms, x.ended_ms, x.steps, x.steps_total, x.samples, x.samples_per_sec, x.loss,
-           x.running_auc, x.test_auc, x.oracle_auc, x.test_logloss, x.restarts, x.head_restarts,
-           x.batches_replayed, x.checkpoints, x.checkpoint_step, x.gradients_lost, x.last_failure,
-           x.validation_step, x.validation_auc, x.validation_logloss, x.best_step,
-           x.best_validation_auc, x.spec_yaml);
-}
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("job_progress"), x.steps, x.steps_total, x.samples,
@@ -125,10 +79,6 @@ typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
            x.checkpoint_step, x.last_failure, x.validation_step, x.validation_auc,
            x.validation_logloss, x.best_step, x.best_validation_auc);
 }
-
-// A job record as JSON, for /status, the job table on disk and `satrap jobs --json`; results not
-// known yet (negative) are null. The spec is left out: the job table adds it.
-nlohmann::json job_record_json(const job_record& j);
 
 using admin_actor = caf::typed_actor<
   caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name
@@ -146,7 +96,30 @@ using admin_actor = caf::typed_actor<
   caf::reacts_to<tick_atom, uint64_t>,                                 // its own tick (key)
   // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
   // token, node, restarts, why.
-  caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>>;
+  caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>,
+  // From this process only (`satrap train`): token, yaml -> the job's result once it ends (its
+  // error when it fails or is cancelled). Submits as submit does.
+  caf::replies_to<run_atom, std::string, std::string>::with<job_result>>;
+
+// Why the admin refused a request, from its error's code (one place, not the text): unauthorized
+// (no or a wrong token, a request only this process may make) or conflict (no such job, a job not
+// in the state the request needs, a job that did not answer). The HTTP layer maps it to a status.
+enum class admin_refusal : uint8_t { unauthorized, conflict };
+admin_refusal refusal_of(const caf::error& e);
+
+// An admin whose one node is this process (`satrap train`): it spawns the node agent "local"
+// itself, which is alive while the admin lives (no heartbeats: its actors' counters are read at
+// every tick), and runs the job as an embedded job runs (no placement plan, no re-placing).
+struct admin_embedded {
+  bool on = false;
+  // No controls: the dashboard shows none and the HTTP layer refuses every POST (no admin token
+  // was given to `satrap train`).
+  bool read_only = true;
+  // Called on the job supervisor's config before the job is spawned (e.g. final_snapshot_dir).
+  std::function<void(job_supervisor_config&)> configure;
+  // Each progress report, from the admin's thread, after the admin took it (e.g. a progress line).
+  std::function<void(const job_progress&)> on_progress;
+};
 
 struct admin_config {
   manifest cluster;                 // the nodes that may join
@@ -155,6 +128,8 @@ struct admin_config {
   std::string state_dir;            // jobs.json lives here ("" = not persisted)
   cluster_timing timing;            // heartbeat timeout, tick (spec/knobs.hpp; the manifest's)
   std::map<std::string, std::string> node_tokens;  // by node name: what a node must show
+  env* files = &default_env();      // the job table's file and the clock of its stamps
+  admin_embedded embedded;          // the head's admin when off
 };
 
 admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config);

@@ -1,6 +1,7 @@
 // The admin's job table: submission (checked and planned before it is accepted), starting the
 // first pending job once every node is alive, progress from its supervisor, its end and cancel.
 #include "actors/admin/admin_state.hpp"
+#include "actors/embedded_job.hpp"
 #include "runtime/broker_buffers.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory_release.hpp"
@@ -15,15 +16,28 @@ namespace satrap::admin_detail {
 
 namespace {
 
+// Answers whoever waits for the job's result (run_atom) with `outcome`.
+template <class T>
+void deliver(admin_state& st, const std::string& id, T outcome) {
+  auto it = st.awaiting.find(id);
+  if (it == st.awaiting.end())
+    return;
+  for (auto& p : it->second)
+    p.deliver(outcome);
+  st.awaiting.erase(it);
+}
+
 void job_end(self_ptr self, const std::string& id, job_state state,
              const std::string& message) {
   auto& st = self->state;
   if (auto* j = find_job(st, id); j && !job_state_final(j->state)) {
     j->state = state;
     j->message = message;
-    j->ended_ms = now_ms();
+    j->ended_ms = now_ms(st);
     spdlog::info("job_ended id={} state={} message=\"{}\"", id, job_state_name(state), message);
   }
+  // Anyone still waiting learns why (a result or the job's own error was delivered before).
+  deliver(st, id, make_error(errc::peer_failure, message.empty() ? "job " + id + " ended" : message));
   if (st.running && st.running->id == id)
     st.running.reset();
   jobs_save(st);
@@ -50,37 +64,40 @@ void try_start(self_ptr self) {
   it->message = "";
   // Validated at submission, but the table may come from disk (jobs.json) or an older head:
   // a spec that no longer loads fails the job with the reason, never runs defaults.
-  auto spec = job_spec_defaults();
-  auto err = job_spec_load_text(it->spec_yaml, "job " + id, spec);
-  if (!err)
-    err = job_spec_finalize(spec);
-  if (err) {
-    job_end(self, id, job_state::failed, "the job's spec does not load: " + error_text(err));
+  if (!it->spec) {
+    job_end(self, id, job_state::failed, "the job's spec does not load: " + it->spec_error);
     return;
   }
-  auto plan = plan_job(st.config.cluster, spec);
-  if (!plan) {
-    job_end(self, id, job_state::failed, error_text(plan.error()));
-    return;
-  }
+  auto& spec = *it->spec;
   running_job r;
   r.id = id;
-  r.plan = *plan;
   job_supervisor_config c;
   c.spec = spec;
-  for (auto& n : st.config.cluster.nodes) {
-    c.nodes.push_back(st.nodes[n.name].info.agent);
-    c.node_names.push_back(n.name);
-    r.plan_nodes.push_back(n.name);
+  if (st.config.embedded.on) {  // as an embedded job runs: every role on this process's agent
+    if (st.config.embedded.configure)
+      st.config.embedded.configure(c);
+  } else {
+    auto plan = plan_job(st.config.cluster, spec);
+    if (!plan) {
+      job_end(self, id, job_state::failed, error_text(plan.error()));
+      return;
+    }
+    r.plan = *plan;
+    for (auto& n : st.config.cluster.nodes) {
+      c.nodes.push_back(st.nodes[n.name].info.agent);
+      c.node_names.push_back(n.name);
+      r.plan_nodes.push_back(n.name);
+    }
+    c.placement = job_placement_of(*plan);
+    c.cluster = st.config.cluster;
+    c.directory = caf::actor_cast<node_directory_actor>(self);
   }
-  c.placement = job_placement_of(*plan);
-  c.cluster = st.config.cluster;
-  c.directory = caf::actor_cast<node_directory_actor>(self);
   c.observer = [admin = caf::actor_cast<admin_actor>(self), id,
                 key = st.internal_key](const job_progress& p) {
     caf::anon_send(admin, progress_atom::value, id, p, key);
   };
-  r.supervisor = spawn_job_supervisor(self->system(), c);
+  r.supervisor = st.config.embedded.on ? spawn_embedded_job(self->system(), c)
+                                       : spawn_job_supervisor(self->system(), c);
   // Its job's memory back to the system once it has stopped (runtime/memory_release.hpp), with
   // the broker's spare write buffer (runtime/broker_buffers.hpp: what was sent to lost nodes).
   r.supervisor->attach_functor(
@@ -88,9 +105,9 @@ void try_start(self_ptr self) {
   r.last_progress = self->clock().now();
   st.running = std::move(r);
   it->state = job_state::running;
-  it->started_ms = now_ms();
+  it->started_ms = now_ms(st);
   jobs_save(st);
-  spdlog::info("job_running id={} actors={}", id, plan->actors.size());
+  spdlog::info("job_running id={} actors={}", id, st.running->plan.actors.size());
   self->request(st.running->supervisor, caf::infinite, run_atom::value)
     .then(
       [self, id](job_result& res) {
@@ -110,13 +127,19 @@ void try_start(self_ptr self) {
             j->best_validation_auc = res.validation_auc;
           }
         }
+        deliver(self->state, id, std::move(res));
         job_end(self, id, job_state::succeeded, "");
       },
-      [self, id](const caf::error& e) { job_end(self, id, job_state::failed, error_text(e)); });
+      [self, id](const caf::error& e) {
+        deliver(self->state, id, e);  // the job's own error: its code sets train's exit status
+        job_end(self, id, job_state::failed, error_text(e));
+      });
 }
 
-caf::result<std::string> on_submit(self_ptr self, const std::string& token,
-                                   const std::string& yaml) {
+namespace {
+
+caf::expected<std::string> accept(self_ptr self, const std::string& token,
+                                  const std::string& yaml) {
   auto& st = self->state;
   if (auto err = check_token(self, "submit", token))
     return err;
@@ -127,20 +150,48 @@ caf::result<std::string> on_submit(self_ptr self, const std::string& token,
     return err;
   // A job that cannot fit the cluster (memory, cores, GPUs: too many shards, an over-large
   // sketch) is refused now, with what is missing, rather than failing when it would start.
-  if (auto plan = plan_job(st.config.cluster, spec); !plan)
-    return plan.error();
+  // (An embedded job runs as `satrap train` always ran it: not planned.)
+  if (!st.config.embedded.on)
+    if (auto plan = plan_job(st.config.cluster, spec); !plan)
+      return plan.error();
   job_record j;
   j.id = "j" + std::to_string(st.next_id++);
   j.name = spec.name;
-  j.submitted_ms = now_ms();
+  j.submitted_ms = now_ms(st);
   j.spec_yaml = job_spec_to_yaml(spec);
   if (auto back = job_spec_from_wire(j.spec_yaml, "job"); !back)
     return back.error();  // what the nodes would receive must be this very spec
-  st.jobs.push_back(j);
+  j.spec = std::make_shared<const job_spec>(std::move(spec));
+  auto id = j.id;
   spdlog::info("job_submitted id={} name={}", j.id, j.name);
+  st.jobs.push_back(std::move(j));
   jobs_save(st);
   try_start(self);
-  return j.id;
+  return id;
+}
+
+}  // namespace
+
+caf::result<std::string> on_submit(self_ptr self, const std::string& token,
+                                   const std::string& yaml) {
+  auto id = accept(self, token, yaml);
+  if (!id)
+    return id.error();
+  return *id;
+}
+
+caf::result<job_result> on_run(self_ptr self, const std::string& token, const std::string& yaml) {
+  if (!sender_is_local(self))  // a job's whole result (its model): for this process only
+    return refuse(self, "run", "a job's result is not given to other processes");
+  auto id = accept(self, token, yaml);
+  if (!id)
+    return id.error();
+  auto* j = find_job(self->state, *id);
+  if (!j || job_state_final(j->state))
+    return make_error(errc::peer_failure, j ? j->message : "no job");
+  auto p = self->make_response_promise<job_result>();
+  self->state.awaiting[j->id].push_back(p);
+  return p;
 }
 
 caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id) {
@@ -174,6 +225,8 @@ void on_progress(self_ptr self, const std::string& id, const job_progress& p) {
   r.last_steps = p.steps;
   job_apply_progress(*j, p);
   history_record(st, *j);
+  if (st.config.embedded.on_progress)
+    st.config.embedded.on_progress(p);
 }
 
 }  // namespace satrap::admin_detail

@@ -70,7 +70,10 @@ void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
   for (auto& [name, n] : st.nodes)
-    if (n.alive && now - n.last_heartbeat > ms(st.config.timing.heartbeat_timeout_ms)) {
+    if (n.local) {  // this process: its actors' counters as a heartbeat would carry them
+      auto actors = meters_snapshot();
+      node_actors_update(n, actors, now);
+    } else if (n.alive && now - n.last_heartbeat > ms(st.config.timing.heartbeat_timeout_ms)) {
       n.alive = false;
       spdlog::warn("node_lost name={} reason=heartbeat_timeout", name);
     }
@@ -97,24 +100,36 @@ void on_heartbeat(self_ptr self, const std::string& name, std::vector<actor_stat
     refuse(self, "heartbeat", "heartbeat for node '" + name + "' from another process");
     return;
   }
-  auto now = self->clock().now();
-  auto secs = std::chrono::duration<double>(now - it->second.last_heartbeat).count();
-  std::vector<node_entry::actor_row> rows;
-  for (auto& a : actors) {
-    node_entry::actor_row row{a, 0.0};
-    for (auto& old : it->second.actors)
-      if (old.stat.role == a.role && old.stat.index == a.index && old.stat.job == a.job
-          && a.messages >= old.stat.messages && secs > 0)
-        row.messages_per_sec = static_cast<double>(a.messages - old.stat.messages) / secs;
-    rows.push_back(std::move(row));
-  }
-  it->second.actors = std::move(rows);
-  it->second.last_heartbeat = now;
+  node_actors_update(it->second, actors, self->clock().now());
   ++it->second.heartbeats;
   if (!it->second.alive)
     spdlog::info("node_alive name={}", name);
   it->second.alive = true;
 }
+
+}  // namespace satrap::admin_detail
+
+namespace satrap {
+
+void node_actors_update(node_entry& n, std::vector<actor_stat>& actors,
+                        std::chrono::steady_clock::time_point now) {
+  auto secs = std::chrono::duration<double>(now - n.last_heartbeat).count();
+  std::vector<node_entry::actor_row> rows;
+  for (auto& a : actors) {
+    node_entry::actor_row row{a, 0.0};
+    for (auto& old : n.actors)
+      if (old.stat.role == a.role && old.stat.index == a.index && old.stat.job == a.job
+          && a.messages >= old.stat.messages && secs > 0)
+        row.messages_per_sec = static_cast<double>(a.messages - old.stat.messages) / secs;
+    rows.push_back(std::move(row));
+  }
+  n.actors = std::move(rows);
+  n.last_heartbeat = now;
+}
+
+}  // namespace satrap
+
+namespace satrap::admin_detail {
 
 std::string nodes_waiting(const admin_state& st) {
   std::string waiting;

@@ -55,12 +55,9 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
 // What `satrap plan` prints for a job, as JSON: per node its actors by role and what they use.
 nlohmann::json pending_plan_json(const admin_state& st, const job_record& j) {
   auto& m = st.config.cluster;
-  auto spec = job_spec_defaults();
-  if (auto err = job_spec_load_text(j.spec_yaml, "job " + j.id, spec))
-    return {{"error", error_text(err)}};
-  if (auto err = job_spec_finalize(spec))
-    return {{"error", error_text(err)}};
-  auto plan = plan_job(m, spec);
+  if (!j.spec)
+    return {{"error", j.spec_error}};
+  auto plan = plan_job(m, *j.spec);
   if (!plan)
     return {{"error", error_text(plan.error())}};
   std::vector<std::map<std::string, int64_t>> roles(m.nodes.size());
@@ -90,7 +87,7 @@ nlohmann::json pending_plan_json(const admin_state& st, const job_record& j) {
 
 void history_record(admin_state& st, const job_record& j) {
   job_history_sample s;
-  s.t_ms = now_ms();
+  s.t_ms = now_ms(st);
   s.step = j.steps;
   s.loss = j.loss;
   s.samples_per_sec = j.samples_per_sec;
@@ -142,6 +139,10 @@ std::string render_status(const admin_state& st, std::chrono::steady_clock::time
                         {"nodes", nlohmann::json::array()},
                         {"actors", actors},
                         {"jobs", nlohmann::json::array()}};
+  if (st.config.embedded.on) {  // `satrap train`: the page says so, and shows no controls if read-only
+    doc["embedded"] = true;
+    doc["read_only"] = st.config.embedded.read_only;
+  }
   for (auto& n : m.nodes)
     doc["nodes"].push_back(node_json(st, n, used[n.name], now));
   bool planned = false;

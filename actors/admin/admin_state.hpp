@@ -11,6 +11,9 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
 
 namespace satrap {
 
@@ -20,6 +23,7 @@ struct node_entry {
   std::chrono::steady_clock::time_point last_heartbeat;
   int64_t heartbeats = 0;
   int64_t rejoins = 0;  // registrations from a new process after the first
+  bool local = false;   // an embedded admin's own node: alive while the admin lives
   // The node's role actors as of its last heartbeat, with messages/s since the one before.
   struct actor_row {
     actor_stat stat;
@@ -60,6 +64,8 @@ struct admin_state {
   latency_histogram step_latency;
   // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
   std::map<std::string, job_history> history;  // by job id
+  // Who waits for a job's result (run_atom, this process only), by job id.
+  std::map<std::string, std::vector<caf::typed_response_promise<job_result>>> awaiting;
   static constexpr size_t history_jobs = 4;  // jobs whose history is kept (/status carries them all)
   static inline const char* name = "admin";
 };
@@ -72,6 +78,10 @@ void jobs_save(const admin_state& st);
 void job_apply_progress(job_record& j, const job_progress& p);
 void jobs_load(admin_state& st);
 
+// The actors of a node, as reported at `now` (heartbeat or tick), with messages/s since the last.
+void node_actors_update(node_entry& n, std::vector<actor_stat>& actors,
+                        std::chrono::steady_clock::time_point now);
+
 // Renderings (admin_render.cpp).
 // `now` is the admin's actor clock (heartbeat ages).
 std::string render_status(const admin_state& st, std::chrono::steady_clock::time_point now);
@@ -79,7 +89,10 @@ std::string render_metrics(const admin_state& st);
 // Adds the job's newest progress to its history (for /status's plots).
 void history_record(admin_state& st, const job_record& j);
 
-int64_t now_ms();
+// Now, unix epoch milliseconds, on the config's env (stamps for people: submitted, history).
+int64_t now_ms(const admin_state& st);
+// The record's spec parsed from its spec_yaml (load + finalize): record.spec, or spec_error.
+void job_parse_spec(job_record& j);
 
 // ---- the admin's handlers, by concern ------------------------------------------------------
 
@@ -108,6 +121,8 @@ void on_down(self_ptr self, const caf::down_msg& dm);
 // Places and runs the first pending job once every node of the manifest is alive.
 void try_start(self_ptr self);
 caf::result<std::string> on_submit(self_ptr self, const std::string& token, const std::string& yaml);
+// run_atom: submits, then answers the job's result when it ends (this process only).
+caf::result<job_result> on_run(self_ptr self, const std::string& token, const std::string& yaml);
 caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id);
 void on_progress(self_ptr self, const std::string& id, const job_progress& p);
 

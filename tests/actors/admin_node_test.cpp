@@ -2,6 +2,8 @@
 // code, each with the test that failed before its fix).
 #include "actors/admin/admin.hpp"
 #include "actors/admin/admin_state.hpp"
+#include "actors/embedded_job.hpp"
+#include "models/memory_env.hpp"
 #include "actors/node_agent/node_agent.hpp"
 #include "actors/type_registry.hpp"
 #include "runtime/error.hpp"
@@ -194,4 +196,133 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
   CHECK(mapped("cache-b"));
   CHECK_FALSE(mapped("cache-a"));  // forgotten: no actor holds it, the agent let it go
   self->send_exit(agent, caf::exit_reason::user_shutdown);
+}
+
+// Issue 42: job_record's fields are listed once (job_record_fields); the JSON both ways walks it.
+TEST_CASE("job_record: every field round-trips through jobs.json's JSON - unknown results are null") {
+  job_record j;
+  j.id = "j7";
+  j.name = "n";
+  j.state = job_state::cancelled;
+  j.message = "m";
+  j.submitted_ms = 1;
+  j.started_ms = 2;
+  j.ended_ms = 3;
+  j.steps = 4;
+  j.steps_total = 5;
+  j.samples = 6;
+  j.samples_per_sec = 7.5;
+  j.loss = 0.25;
+  j.running_auc = 0.5;
+  j.test_auc = 0.75;           // known
+  j.oracle_auc = -1;           // not known: null
+  j.test_logloss = 0.125;
+  j.restarts = 8;
+  j.head_restarts = 9;
+  j.batches_replayed = 10;
+  j.checkpoints = 11;
+  j.checkpoint_step = 12;
+  j.gradients_lost = 13;
+  j.last_failure = "f";
+  j.validation_step = 14;
+  j.validation_auc = 0.625;
+  j.validation_logloss = -1;
+  j.best_step = 15;
+  j.best_validation_auc = 0.875;
+  j.spec_yaml = "name: n\n";
+  auto shown = job_record_json(j);
+  CHECK(shown.at("state") == "CANCELLED");
+  CHECK(shown.at("oracle_auc").is_null());
+  CHECK(shown.at("validation_logloss").is_null());
+  CHECK_FALSE(shown.contains("spec_yaml"));  // /status and `satrap jobs --json` leave it out
+  auto stored = job_record_json(j, true);
+  CHECK(stored.at("spec_yaml") == "name: n\n");
+  size_t fields = 0;
+  for_each_job_field([&](const auto&) { ++fields; });
+  CHECK(stored.size() == fields);
+  auto back = job_record_from_json(stored);
+  CHECK(job_record_json(back, true) == stored);
+  CHECK(back.oracle_auc == -1);
+  CHECK(back.state == job_state::cancelled);
+  // A record written without some fields keeps their defaults; one without a state is FAILED.
+  auto partial = job_record_from_json(nlohmann::json{{"id", "j1"}});
+  CHECK(partial.state == job_state::failed);
+  CHECK(partial.checkpoint_step == -1);
+  CHECK(partial.test_auc == -1);
+}
+
+// Issue 42: refusals are typed (admin_refusal from the error's code), not told by their text.
+TEST_CASE("admin: refusals are typed - a wrong token is unauthorized, a missing job a conflict") {
+  manifest m;
+  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                                   "resources: {cores: 2, memory: 4GiB}}\n",
+                                   "test", m));
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  admin_config ac{m, "v", "token", "", {}, {}};
+  auto admin = spawn_admin(sys, ac);
+  auto cancel = [&](const std::string& token, const std::string& id) {
+    caf::error got;
+    self->request(admin, std::chrono::seconds(10), cancel_atom::value, token, id)
+      .receive([](job_record&) { FAIL("not refused"); }, [&](caf::error& e) { got = e; });
+    return got;
+  };
+  auto wrong = cancel("nope", "j1");
+  CHECK(refusal_of(wrong) == admin_refusal::unauthorized);
+  auto missing = cancel("token", "j1");
+  CHECK(refusal_of(missing) == admin_refusal::conflict);
+  // A message that happens to say "token" is still a conflict: the type decides.
+  CHECK(refusal_of(make_error(errc::invalid_config, "no job 'token'")) == admin_refusal::conflict);
+  self->send_exit(admin, caf::exit_reason::user_shutdown);
+}
+
+// Issue 42: an embedded job (`satrap train`) runs under an admin of its own; its job table is
+// written through the config's env (here in memory) and its /status is the admin's.
+TEST_CASE("admin: an embedded admin runs a job to its result - the table goes through its env") {
+  memory_env files;
+  REQUIRE(files.create_dirs("/state").ok());
+  satrap_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  admin_config ac;
+  ac.cluster = embedded_manifest();
+  ac.version = "v";
+  ac.token = "token";
+  ac.state_dir = "/state";
+  ac.files = &files;
+  ac.embedded.on = true;
+  auto admin = spawn_admin(sys, ac);
+  auto spec = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_load_text("name: tiny\ndata:\n  synthetic: {slots: 4, vocab: 2000}\n"
+                                   "training: {batch_size: 64, train_batches: 40, test_batches: 4}\n"
+                                   "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 2}\n",
+                                   "test", spec));
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  job_result got;
+  self->request(admin, std::chrono::seconds(60), run_atom::value, std::string("token"),
+                job_spec_to_yaml(spec))
+    .receive([&](job_result& r) { got = std::move(r); },
+             [](caf::error& e) { FAIL(error_text(e)); });
+  CHECK(got.samples == 40 * 64);
+  CHECK(got.test_auc > 0.5);
+  std::string status;
+  self->request(admin, std::chrono::seconds(10), status_atom::value)
+    .receive([&](std::string& s) { status = s; }, [](caf::error& e) { FAIL(error_text(e)); });
+  auto doc = nlohmann::json::parse(status);
+  CHECK(doc.at("embedded") == true);
+  CHECK(doc.at("read_only") == true);
+  CHECK(doc.at("nodes").at(0).at("name") == "local");
+  CHECK(doc.at("jobs").at(0).at("state") == "SUCCEEDED");
+  auto table = files.read_file("/state/jobs.json");
+  REQUIRE(table.ok());
+  CHECK(nlohmann::json::parse(table.value()).at("jobs").at(0).at("name") == "tiny");
+  CHECK_FALSE(fs::exists("/state/jobs.json"));
+  // Only this process may ask for a job's whole result; from here it is, with the token checked.
+  self->request(admin, std::chrono::seconds(10), run_atom::value, std::string("bad"),
+                job_spec_to_yaml(spec))
+    .receive([](job_result&) { FAIL("not refused"); },
+             [](caf::error& e) { CHECK(refusal_of(e) == admin_refusal::unauthorized); });
+  self->send_exit(admin, caf::exit_reason::user_shutdown);
 }

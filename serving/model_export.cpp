@@ -1,0 +1,33 @@
+#include "serving/model_export.hpp"
+
+#include "models/serving/exported_model.hpp"
+#include "runtime/error.hpp"
+
+#include <chrono>
+
+namespace satrap {
+
+caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<const float> params,
+                                            int64_t step, const std::string& snapshot_root,
+                                            uint64_t sequence, const std::string& out,
+                                            uint32_t shards, const std::string& version, env& e) {
+  exported_model_meta meta;
+  meta.name = spec.name;
+  meta.version = version.empty() ? "step-" + std::to_string(step) : version;
+  meta.step = step;
+  meta.created_ns = static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::nanoseconds>(e.system_now().time_since_epoch())
+      .count());
+  meta.network = spec.model.network;
+  meta.pool = spec.model.pool;
+  meta.embedding = spec.model.embedding;
+  meta.partitions = static_cast<uint32_t>(spec.placement.partitions);
+  meta.crosses = spec.data.crosses;
+  meta.job_yaml = job_spec_to_yaml(spec);
+  auto rows = export_model(out, meta, params, snapshot_root, sequence, shards);
+  if (!rows)
+    return make_error(errc::io_failure, "export: " + rows.error());
+  return rows.value();
+}
+
+}  // namespace satrap
