@@ -98,7 +98,7 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   return *st.done;
 }
 
-dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
+dense_trainer_impl::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
                                                     std::shared_ptr<std::unique_ptr<dense_model>> model) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
@@ -197,8 +197,10 @@ caf::expected<dense_trainer_actor> spawn_dense_trainer(caf::actor_system& sys,
     config.comm_factory = std::make_shared<const device_comm_factory>(std::move(*nccl));
   }
 #endif
-  return sys.spawn(trainer_detail::trainer_behavior, config,
-                   std::make_shared<std::unique_ptr<dense_model>>(std::move(*model)));
+  // The public handle: without the trainer's own timer messages (trainer_state.hpp).
+  return caf::actor_cast<dense_trainer_actor>(
+    sys.spawn(trainer_detail::trainer_behavior, config,
+              std::make_shared<std::unique_ptr<dense_model>>(std::move(*model))));
 }
 
 }  // namespace satrap

@@ -98,7 +98,12 @@ struct trainer_state {
   static inline const char* name = "dense_trainer";
 };
 
-using self_ptr = dense_trainer_actor::stateful_pointer<trainer_state>;
+// The trainer's own timer messages, which no other actor sends: not on the public handle.
+using dense_trainer_impl = dense_trainer_actor::extend<
+  caf::reacts_to<tick_atom>,    // GPU trainers: poll the communicator (every comm_poll)
+  caf::reacts_to<watch_atom>>;  // request deadlines (request_watch.hpp)
+
+using self_ptr = dense_trainer_impl::stateful_pointer<trainer_state>;
 
 // The two halves of batch n as the trainer needs them, checked against each other and the model.
 struct batch_views {
