@@ -29,14 +29,14 @@ void fail(self_ptr self, const std::string& what, const caf::error& e) {
 
 void issue_fetches(self_ptr self) {
   auto& st = self->state;
-  while (!st.failed && st.next_fetch < st.plan.steps && (st.cut < 0 || st.next_fetch < st.cut)
-         && st.next_fetch - st.plan.staleness - 1 <= st.global_applied) {
-    auto step = st.next_fetch++;
+  while (!st.failed && st.loop.next_fetch < st.plan.steps && (st.cuts.step < 0 || st.loop.next_fetch < st.cuts.step)
+         && st.loop.next_fetch - st.plan.staleness - 1 <= st.loop.global_applied) {
+    auto step = st.loop.next_fetch++;
     // The staleness bound: no step is fetched (its ids looked up) more than `staleness` steps
     // ahead of the last step applied everywhere.
-    SATRAP_ASSERT(step - st.global_applied - 1 <= st.plan.staleness, "step={} applied={} staleness={}",
-                  step, st.global_applied, st.plan.staleness);
-    fetch_batch(self, &st.inputs, step, global_batch(st, step), split_code(data_split::train),
+    SATRAP_ASSERT(step - st.loop.global_applied - 1 <= st.plan.staleness, "step={} applied={} staleness={}",
+                  step, st.loop.global_applied, st.plan.staleness);
+    fetch_batch(self, &st.loop.inputs, step, global_batch(st, step), split_code(data_split::train),
                 [self] { try_compute(self); });
   }
 }
@@ -44,10 +44,10 @@ void issue_fetches(self_ptr self) {
 void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool force) {
   st.progress.samples += samples;
   st.progress.loss_sum += loss_sum;
-  if (!force && st.next_compute % st.config.progress_every != 0)
+  if (!force && st.loop.next_compute % st.config.progress_every != 0)
     return;
   st.progress.rank = st.config.rank;
-  st.progress.step = st.next_compute;
+  st.progress.step = st.loop.next_compute;
   st.progress.running_auc = st.auc->value();
   if (st.config.progress)
     caf::anon_send(st.config.progress, progress_atom::value, st.progress);
@@ -57,37 +57,37 @@ void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool f
 void on_applied(self_ptr self, int64_t step) {
   auto& st = self->state;
   // Every rank applies each step once, in order; a step at or below global_applied is done.
-  SATRAP_ASSERT(step > st.global_applied && step < st.plan.steps, "step={} applied={} steps={}",
-                step, st.global_applied, st.plan.steps);
-  SATRAP_ASSERT(st.applied_count[step] < st.config.world, "step={} applied by {} of {} ranks",
-                step, st.applied_count[step], st.config.world);
-  if (++st.applied_count[step] < st.config.world)
+  SATRAP_ASSERT(step > st.loop.global_applied && step < st.plan.steps, "step={} applied={} steps={}",
+                step, st.loop.global_applied, st.plan.steps);
+  SATRAP_ASSERT(st.loop.applied_count[step] < st.config.world, "step={} applied by {} of {} ranks",
+                step, st.loop.applied_count[step], st.config.world);
+  if (++st.loop.applied_count[step] < st.config.world)
     return;
-  while (!st.applied_count.empty() && st.applied_count.begin()->first == st.global_applied + 1
-         && st.applied_count.begin()->second == st.config.world) {
-    st.applied_count.erase(st.applied_count.begin());
-    ++st.global_applied;
+  while (!st.loop.applied_count.empty() && st.loop.applied_count.begin()->first == st.loop.global_applied + 1
+         && st.loop.applied_count.begin()->second == st.config.world) {
+    st.loop.applied_count.erase(st.loop.applied_count.begin());
+    ++st.loop.global_applied;
   }
   issue_fetches(self);
   check_cut(self);
-  if (st.global_applied == st.plan.steps - 1 && st.cut != st.plan.steps)
+  if (st.loop.global_applied == st.plan.steps - 1 && st.cuts.step != st.plan.steps)
     start_test(self);
 }
 
 caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_plan& plan) {
   auto& st = self->state;
   st.plan = plan;
-  st.next_fetch = st.next_compute = plan.first_step;
-  st.global_applied = plan.first_step - 1;
-  st.prev_rank_applied = plan.first_step - 1;
-  st.held_push.reset();
-  st.cut = plan.cut;
+  st.loop.next_fetch = st.loop.next_compute = plan.first_step;
+  st.loop.global_applied = plan.first_step - 1;
+  st.loop.prev_rank_applied = plan.first_step - 1;
+  st.loop.held_push.reset();
+  st.cuts.step = plan.cut;
   drop_staged(st);  // a new plan: nothing staged for an earlier one is computed
   st.done = self->make_response_promise<trainer_report>();
   comm_open(self);
-  st.test.split = data_split::test;
+  st.eval.test.split = data_split::test;
   for (int64_t t = st.config.rank; t < plan.test_batches; t += st.config.world)
-    st.test.batches.push_back(t);
+    st.eval.test.batches.push_back(t);
   spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}",
                 st.config.rank, st.config.world, plan.steps, plan.staleness,
                 st.model->params().size());
@@ -98,7 +98,7 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   return *st.done;
 }
 
-dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
+dense_trainer_impl::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
                                                     std::shared_ptr<std::unique_ptr<dense_model>> model) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
@@ -114,9 +114,9 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
   st.meter = meter_handle("dense_trainer", st.config.rank, st.config.job);
   st.param_count = st.model->params().size();
   if (st.config.world > 1 && st.config.comm_factory)
-    st.device_ar.emplace(st.config.rank, st.config.world, *st.config.comm_factory);
+    st.ar.device_ar.emplace(st.config.rank, st.config.world, *st.config.comm_factory);
   else if (st.config.world > 1)
-    st.ring.emplace(st.config.rank, st.config.world);
+    st.ar.ring.emplace(st.config.rank, st.config.world);
   return {
     [self](peers_atom, const std::vector<caf::actor>& peers) {
       self->state.peers.clear();
@@ -125,7 +125,7 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
     },
     [self](chunk_atom, capnp_payload& chunk) {
       self->state.meter.on_message(self);
-      self->state.inbox.push_back(std::move(chunk));
+      self->state.ar.inbox.push_back(std::move(chunk));
       drain_inbox(self);
     },
     [self](applied_atom, int64_t step, int32_t rank) {
@@ -140,9 +140,9 @@ dense_trainer_actor::behavior_type trainer_behavior(self_ptr self, dense_trainer
     [self](cut_atom, int64_t next) { on_cut(self, next); },
     [self](hold_atom) {
       auto& st = self->state;
-      st.cut = st.next_fetch;  // the supervisor answers with cut(c >= this)
-      st.cut_reported = false;
-      return st.next_fetch;
+      st.cuts.step = st.loop.next_fetch;  // the supervisor answers with cut(c >= this)
+      st.cuts.reported = false;
+      return st.loop.next_fetch;
     },
     [self](restore_atom, const capnp_payload& state) { return on_restore(self, state); },
     [self](eval_atom, int64_t batches) { return on_validate(self, batches); },
@@ -197,8 +197,10 @@ caf::expected<dense_trainer_actor> spawn_dense_trainer(caf::actor_system& sys,
     config.comm_factory = std::make_shared<const device_comm_factory>(std::move(*nccl));
   }
 #endif
-  return sys.spawn(trainer_detail::trainer_behavior, config,
-                   std::make_shared<std::unique_ptr<dense_model>>(std::move(*model)));
+  // The public handle: without the trainer's own timer messages (trainer_state.hpp).
+  return caf::actor_cast<dense_trainer_actor>(
+    sys.spawn(trainer_detail::trainer_behavior, config,
+              std::make_shared<std::unique_ptr<dense_model>>(std::move(*model))));
 }
 
 }  // namespace satrap

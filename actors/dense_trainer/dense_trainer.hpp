@@ -129,8 +129,6 @@ using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<chunk_atom, capnp_payload>,            // DenseChunk from the previous rank
   caf::reacts_to<applied_atom, int64_t, int32_t>,       // (step, rank) applied on the shards
   caf::reacts_to<comm_id_atom, uint64_t, std::string>,  // GPU trainers: (generation, NCCL id)
-  caf::reacts_to<tick_atom>,                            // GPU trainers: poll the communicator
-  caf::reacts_to<watch_atom>,                           // its own: request deadlines (request_watch.hpp)
   caf::reacts_to<cut_atom, int64_t>,                    // the next cut (-1: none)
   caf::replies_to<hold_atom>::with<int64_t>,            // freeze fetching; -> next step to fetch
   caf::replies_to<restore_atom, capnp_payload>::with<int64_t>,  // DenseState -> its step

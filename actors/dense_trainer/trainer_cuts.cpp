@@ -9,7 +9,7 @@ namespace satrap::trainer_detail {
 capnp_payload make_state(const trainer_state& st) {
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::DenseState>();
-  out.setStep(st.next_compute);
+  out.setStep(st.loop.next_compute);
   auto p = st.model->params();
   out.setParams(data_of(std::span<const float>(p.data(), p.size())));
   out.setOptimizerSteps(st.optimizer->steps());
@@ -23,25 +23,25 @@ capnp_payload make_state(const trainer_state& st) {
 // the previous cut, and wait for `cut(next)`.
 void check_cut(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || st.cut < 0 || st.cut_reported || st.global_applied != st.cut - 1
-      || st.next_compute != st.cut)
+  if (st.failed || st.cuts.step < 0 || st.cuts.reported || st.loop.global_applied != st.cuts.step - 1
+      || st.loop.next_compute != st.cuts.step)
     return;
-  st.cut_reported = true;
+  st.cuts.reported = true;
   cut_report r;
   r.rank = st.config.rank;
-  r.step = st.cut;
+  r.step = st.cuts.step;
   r.samples = st.report.samples;
   r.step_losses = std::move(st.report.step_losses);
   if (st.config.rank == 0) {
     if (auto err = optimizer_state_to_host(st)) {  // GPU trainers: the device holds it
-      fail(self, "taking the dense state at step " + std::to_string(st.cut), err);
+      fail(self, "taking the dense state at step " + std::to_string(st.cuts.step), err);
       return;
     }
     r.state = make_state(st);
   }
   st.report.samples = 0;
   st.report.step_losses.clear();
-  spdlog::debug("trainer_at_cut rank={} step={}", st.config.rank, st.cut);
+  spdlog::debug("trainer_at_cut rank={} step={}", st.config.rank, st.cuts.step);
   if (st.config.progress)
     caf::anon_send(st.config.progress, cut_atom::value, std::move(r));
 }
@@ -49,18 +49,18 @@ void check_cut(self_ptr self) {
 void on_cut(self_ptr self, int64_t next) {
   auto& st = self->state;
   if (next == stop_at_cut) {  // training ends here: every step before next_compute is applied
-    st.plan.steps = st.next_compute;
-    st.cut = -1;
+    st.plan.steps = st.loop.next_compute;
+    st.cuts.step = -1;
     start_test(self);
     return;
   }
-  st.cut = next;
-  if (st.global_applied == st.plan.steps - 1 && st.next_compute == st.plan.steps
-      && st.cut != st.plan.steps) {
+  st.cuts.step = next;
+  if (st.loop.global_applied == st.plan.steps - 1 && st.loop.next_compute == st.plan.steps
+      && st.cuts.step != st.plan.steps) {
     start_test(self);
     return;
   }
-  st.cut_reported = false;
+  st.cuts.reported = false;
   issue_fetches(self);
   check_cut(self);
 }

@@ -9,7 +9,7 @@ namespace satrap::trainer_detail {
 capnp_payload make_params(const trainer_state& st) {
   capnp::MallocMessageBuilder mb;
   auto out = mb.initRoot<schema::DenseParams>();
-  out.setStep(st.next_compute);
+  out.setStep(st.loop.next_compute);
   auto p = st.model->params();
   out.setValues(data_of(std::span<const float>(p.data(), p.size())));
   return payload_encode(mb);
@@ -34,12 +34,12 @@ void eval_batch(self_ptr self, eval_run& e, int64_t n) {
     return;
   }
   auto size = static_cast<int>(in->dense.size);
-  st.logits.resize(static_cast<size_t>(size));
-  st.model->forward(size, in->dense.dense.data(), in->pooled.values.data(), st.logits.data());
+  st.loop.logits.resize(static_cast<size_t>(size));
+  st.model->forward(size, in->dense.dense.data(), in->pooled.values.data(), st.loop.logits.data());
   auto labels = in->dense.labels;
   auto probs = in->dense.probs;
   auto groups = in->dense.groups;
-  e.logits.insert(e.logits.end(), st.logits.begin(), st.logits.end());
+  e.logits.insert(e.logits.end(), st.loop.logits.begin(), st.loop.logits.end());
   e.labels.insert(e.labels.end(), labels.begin(), labels.end());
   e.probs.insert(e.probs.end(), probs.begin(), probs.end());
   e.groups.insert(e.groups.end(), groups.begin(), groups.end());
@@ -90,46 +90,46 @@ bool use_weight_average(trainer_state& st, std::vector<float>* keep) {
 // The test evaluation after the last step (or a stop at a cut); then `run` is answered.
 void start_test(self_ptr self) {
   auto& st = self->state;
-  if (st.test_started || st.failed)
+  if (st.eval.test_started || st.failed)
     return;
-  st.test_started = true;
+  st.eval.test_started = true;
   use_weight_average(st, nullptr);  // for good: the averaged weights are also the ones reported
-  st.test.on_done = [self] {
+  st.eval.test.on_done = [self] {
     auto& st = self->state;
     st.report.rank = st.config.rank;
-    st.report.eval = st.test.result();
-    st.report.steps = st.next_compute;
+    st.report.eval = st.eval.test.result();
+    st.report.steps = st.loop.next_compute;
     st.report.params = make_params(st);
     spdlog::debug("trainer_done rank={} steps={} test_samples={}", st.config.rank,
-                  st.next_compute, st.test.logits.size());
+                  st.loop.next_compute, st.eval.test.logits.size());
     st.done->deliver(std::move(st.report));
   };
-  eval_issue(self, &st.test);
+  eval_issue(self, &st.eval.test);
 }
 
 // Validation at a cut: this trainer's share of the first `batches` validation batches.
 caf::typed_response_promise<capnp_payload> on_validate(self_ptr self, int64_t batches) {
   auto& st = self->state;
   auto promise = self->make_response_promise<capnp_payload>();
-  if (st.validation) {
+  if (st.eval.validation) {
     promise.deliver(make_error(errc::invalid_config, "a validation pass is already under way"));
     return promise;
   }
-  st.validation.emplace();
-  st.validation->split = data_split::validation;
+  st.eval.validation.emplace();
+  st.eval.validation->split = data_split::validation;
   for (int64_t n = st.config.rank; n < batches; n += st.config.world)
-    st.validation->batches.push_back(n);
-  bool averaged = use_weight_average(st, &st.trained_params);
-  st.validation->on_done = [self, promise, averaged]() mutable {
+    st.eval.validation->batches.push_back(n);
+  bool averaged = use_weight_average(st, &st.eval.trained_params);
+  st.eval.validation->on_done = [self, promise, averaged]() mutable {
     auto& st = self->state;
     if (averaged) {  // training goes on from the trained weights
-      std::copy(st.trained_params.begin(), st.trained_params.end(), st.model->params().begin());
-      st.trained_params.clear();
+      std::copy(st.eval.trained_params.begin(), st.eval.trained_params.end(), st.model->params().begin());
+      st.eval.trained_params.clear();
     }
-    promise.deliver(st.validation->result());
-    st.validation.reset();
+    promise.deliver(st.eval.validation->result());
+    st.eval.validation.reset();
   };
-  eval_issue(self, &*st.validation);
+  eval_issue(self, &*st.eval.validation);
   return promise;
 }
 

@@ -6,6 +6,10 @@
 //   trainer_optimizer.cpp  the dense optimizer step (host, or the device for GPU trainers)
 //   trainer_cuts.cpp   checkpoint cuts, the dense state, restore
 //   trainer_eval.cpp   test and validation passes
+// The state is split by concern: the step pipeline (step_loop), the all-reduce (allreduce_state,
+// over the plain state machines ring_allreduce and device_allreduce), checkpoint cuts (cut_state)
+// and evaluation (eval_state), each a struct the trainer state owns. The trainer's own timer
+// messages (tick, watch) are on dense_trainer_impl, a private extension of its public handle.
 // Threading: everything here runs inside the trainer actor.
 #pragma once
 
@@ -55,25 +59,11 @@ struct eval_run {
   capnp_payload result() const;
 };
 
-struct trainer_state {
-  dense_trainer_config config;
-  std::unique_ptr<dense_model> model;
-  size_t param_count = 0;           // the model's
-  std::unique_ptr<dense_optimizer> optimizer;
-  std::vector<dense_trainer_actor> peers;
-  std::optional<ring_allreduce> ring;  // CPU trainers, world > 1
-  std::deque<capnp_payload> inbox;  // chunks that arrived before their all-reduce started
-  std::optional<device_allreduce> device_ar;  // GPU trainers, world > 1 (after model: freed first)
-  bool comm_polling = false;                  // a tick to poll device_ar is scheduled
-  train_plan plan;
-  std::optional<caf::typed_response_promise<trainer_report>> done;
-  bool failed = false;
-  // Step loop.
+// The step pipeline: fetching, computing, and which steps are applied where.
+struct step_loop {
   int64_t next_fetch = 0;
   int64_t next_compute = 0;
   int64_t global_applied = -1;      // every step <= this is applied on every trainer
-  int64_t cut = -1;                 // no fetch of a step >= cut (-1: none)
-  bool cut_reported = false;        // the cut_report for `cut` is sent
   std::map<int64_t, int32_t> applied_count;
   std::map<int64_t, batch_inputs> inputs;
   capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
@@ -83,22 +73,59 @@ struct trainer_state {
   int64_t prev_rank_applied = -1;   // the newest step rank - 1 reported applied
   std::optional<std::pair<int64_t, capnp_payload>> held_push;  // (step, its PooledGradients)
   std::vector<float> logits;
-  // Progress.
-  std::unique_ptr<running_auc> auc;
-  progress_report progress;
-  trainer_report report;
-  // Evaluation.
+};
+
+// The dense all-reduce among the replicas (world > 1).
+struct allreduce_state {
+  std::optional<ring_allreduce> ring;  // CPU trainers
+  std::deque<capnp_payload> inbox;     // chunks that arrived before their all-reduce started
+  std::optional<device_allreduce> device_ar;  // GPU trainers
+  bool comm_polling = false;                  // a tick to poll device_ar is scheduled
+};
+
+// Checkpoint cuts (cut, hold): where the supervisor stops this trainer's fetching.
+struct cut_state {
+  int64_t step = -1;                // no fetch of a step >= this (-1: none)
+  bool reported = false;            // the cut_report for `step` is sent
+};
+
+// Evaluation: the test pass after the last step, a validation pass at a cut.
+struct eval_state {
   eval_run test;                      // this trainer's test batches, after the last step
   bool test_started = false;
   std::optional<eval_run> validation; // a validation pass at a cut
   std::vector<float> trained_params;  // the trained weights while a validation reads their average
+};
+
+struct trainer_state {
+  dense_trainer_config config;
+  std::unique_ptr<dense_model> model;
+  size_t param_count = 0;           // the model's
+  std::unique_ptr<dense_optimizer> optimizer;
+  std::vector<dense_trainer_actor> peers;
+  allreduce_state ar;               // (after model: its device communicator is freed first)
+  train_plan plan;
+  std::optional<caf::typed_response_promise<trainer_report>> done;
+  bool failed = false;
+  step_loop loop;
+  cut_state cuts;
+  // Progress.
+  std::unique_ptr<running_auc> auc;
+  progress_report progress;
+  trainer_report report;
+  eval_state eval;
   meter_handle meter;  // for the status endpoint
   blas_threads_lease blas_lease;  // intra-op BLAS threads only while the only trainer here
   request_watch watch;  // deadlines of the requests to loaders and aggregators
   static inline const char* name = "dense_trainer";
 };
 
-using self_ptr = dense_trainer_actor::stateful_pointer<trainer_state>;
+// The trainer's own timer messages, which no other actor sends: not on the public handle.
+using dense_trainer_impl = dense_trainer_actor::extend<
+  caf::reacts_to<tick_atom>,    // GPU trainers: poll the communicator (every comm_poll)
+  caf::reacts_to<watch_atom>>;  // request deadlines (request_watch.hpp)
+
+using self_ptr = dense_trainer_impl::stateful_pointer<trainer_state>;
 
 // The two halves of batch n as the trainer needs them, checked against each other and the model.
 struct batch_views {

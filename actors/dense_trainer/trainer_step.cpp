@@ -68,22 +68,22 @@ void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
 // staleness 0, rank r > 0 holds them until rank r - 1's are applied: trainer_state::held_push).
 void finish_step(self_ptr self) {
   auto& st = self->state;
-  SATRAP_ASSERT(st.next_compute < st.next_fetch && st.inputs.count(st.next_compute) == 1,
-                "step={} next_fetch={}", st.next_compute, st.next_fetch);
+  SATRAP_ASSERT(st.loop.next_compute < st.loop.next_fetch && st.loop.inputs.count(st.loop.next_compute) == 1,
+                "step={} next_fetch={}", st.loop.next_compute, st.loop.next_fetch);
   if (auto err = optimizer_step(st)) {
-    fail(self, "the optimizer step of step " + std::to_string(st.next_compute), err);
+    fail(self, "the optimizer step of step " + std::to_string(st.loop.next_compute), err);
     return;
   }
-  auto step = st.next_compute;
+  auto step = st.loop.next_compute;
   bool in_rank_order = st.plan.staleness == 0 && st.config.rank > 0;
-  if (in_rank_order && st.prev_rank_applied < step) {
-    SATRAP_ASSERT(!st.held_push, "step={} held={}", step, st.held_push->first);
-    st.held_push.emplace(step, std::move(st.pending_grads));
+  if (in_rank_order && st.loop.prev_rank_applied < step) {
+    SATRAP_ASSERT(!st.loop.held_push, "step={} held={}", step, st.loop.held_push->first);
+    st.loop.held_push.emplace(step, std::move(st.loop.pending_grads));
   } else {
-    push_grads(self, step, std::move(st.pending_grads));
+    push_grads(self, step, std::move(st.loop.pending_grads));
   }
-  st.inputs.erase(step);
-  ++st.next_compute;
+  st.loop.inputs.erase(step);
+  ++st.loop.next_compute;
   try_compute(self);
 }
 
@@ -92,10 +92,10 @@ void on_peer_applied(self_ptr self, int64_t step, int32_t rank) {
   if (rank == st.config.rank - 1) {
     // At staleness 0 rank - 1 reports its steps in order; above it, pushes of different
     // aggregators may complete out of order (and nothing is held).
-    st.prev_rank_applied = std::max(st.prev_rank_applied, step);
-    if (st.held_push && st.held_push->first == step) {
-      auto grads = std::move(st.held_push->second);
-      st.held_push.reset();
+    st.loop.prev_rank_applied = std::max(st.loop.prev_rank_applied, step);
+    if (st.loop.held_push && st.loop.held_push->first == step) {
+      auto grads = std::move(st.loop.held_push->second);
+      st.loop.held_push.reset();
       push_grads(self, step, std::move(grads));
     }
   }
@@ -104,12 +104,12 @@ void on_peer_applied(self_ptr self, int64_t step, int32_t rank) {
 
 void drain_inbox(self_ptr self) {
   auto& st = self->state;
-  while (st.ring && st.ring->active() && !st.inbox.empty()) {
+  while (st.ar.ring && st.ar.ring->active() && !st.ar.inbox.empty()) {
     capnp_payload out;
-    auto more = st.ring->receive(st.inbox.front(), out);
-    st.inbox.pop_front();
+    auto more = st.ar.ring->receive(st.ar.inbox.front(), out);
+    st.ar.inbox.pop_front();
     if (!more) {
-      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.loop.next_compute),
            more.error());
       return;
     }
@@ -144,9 +144,9 @@ namespace {
 // Polls the device all-reduce again after comm_poll (once: a tick already scheduled suffices).
 void schedule_tick(self_ptr self) {
   auto& st = self->state;
-  if (st.comm_polling)
+  if (st.ar.comm_polling)
     return;
-  st.comm_polling = true;
+  st.ar.comm_polling = true;
   self->delayed_send(self, st.config.comm_poll, tick_atom::value);
 }
 
@@ -163,12 +163,12 @@ float* comm_values(trainer_state& st) {
 // GPU trainers: false (and a tick scheduled) while the communicator is still being joined.
 bool comm_ready(self_ptr self) {
   auto& st = self->state;
-  if (!st.device_ar)
+  if (!st.ar.device_ar)
     return true;
-  auto ready = st.device_ar->ready();
+  auto ready = st.ar.device_ar->ready();
   if (!ready) {
     fail(self, "joining the NCCL communicator of generation "
-                 + std::to_string(st.device_ar->generation()), ready.error());
+                 + std::to_string(st.ar.device_ar->generation()), ready.error());
     return false;
   }
   if (!*ready)
@@ -189,9 +189,9 @@ bool stage_ready(self_ptr self, int64_t first) {
   if (gpu == nullptr)
     return true;
   gpu->drop_staged_before(first);
-  for (int64_t step = first; step <= st.next_compute + 1 && step < st.plan.steps; ++step) {
-    auto it = st.inputs.find(step);
-    if (it == st.inputs.end() || !it->second.ready() || gpu->staged(step))
+  for (int64_t step = first; step <= st.loop.next_compute + 1 && step < st.plan.steps; ++step) {
+    auto it = st.loop.inputs.find(step);
+    if (it == st.loop.inputs.end() || !it->second.ready() || gpu->staged(step))
       continue;
     auto n = global_batch(st, step);
     auto in = decode_inputs(st, it->second, n, split_code(data_split::train));
@@ -225,11 +225,11 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
                                             float scale, float* pooled_grad) {
   auto& st = self->state;
 #ifdef SATRAP_HAVE_CUDA
-  if (auto* gpu = cuda_model(st); gpu != nullptr && gpu->staged(st.next_compute)) {
-    auto loss = gpu->forward_backward_staged(st.next_compute, scale, st.logits.data(),
+  if (auto* gpu = cuda_model(st); gpu != nullptr && gpu->staged(st.loop.next_compute)) {
+    auto loss = gpu->forward_backward_staged(st.loop.next_compute, scale, st.loop.logits.data(),
                                              pooled_grad);
     if (!loss) {
-      fail(self, "computing step " + std::to_string(st.next_compute),
+      fail(self, "computing step " + std::to_string(st.loop.next_compute),
            make_error(errc::peer_failure, loss.error()));
       return std::nullopt;
     }
@@ -237,7 +237,7 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
   }
 #endif
   return st.model->forward_backward(size, in.dense.dense.data(), in.pooled.values.data(),
-                                    in.dense.labels.data(), scale, st.logits.data(), pooled_grad);
+                                    in.dense.labels.data(), scale, st.loop.logits.data(), pooled_grad);
 }
 
 }  // namespace
@@ -253,9 +253,9 @@ void drop_staged(trainer_state& st) {
 
 void comm_open(self_ptr self) {
   auto& st = self->state;
-  if (!st.device_ar || st.config.rank != 0)
+  if (!st.ar.device_ar || st.config.rank != 0)
     return;
-  auto id = st.device_ar->open(st.plan.generation);
+  auto id = st.ar.device_ar->open(st.plan.generation);
   if (!id) {
     fail(self, "making the NCCL communicator of generation " + std::to_string(st.plan.generation),
          id.error());
@@ -269,12 +269,12 @@ void comm_open(self_ptr self) {
 
 void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
   auto& st = self->state;
-  if (!st.device_ar) {
+  if (!st.ar.device_ar) {
     fail(self, "a communicator id arrived", make_error(errc::invalid_payload,
                                                          "this trainer does not all-reduce on a device"));
     return;
   }
-  auto joined = st.device_ar->on_id(generation, id);
+  auto joined = st.ar.device_ar->on_id(generation, id);
   if (!joined) {
     fail(self, "joining the NCCL communicator of generation " + std::to_string(generation),
          joined.error());
@@ -282,7 +282,7 @@ void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
   }
   if (!*joined) {
     spdlog::warn("trainer_comm_id_stale rank={} generation={} current={}", st.config.rank,
-                 generation, st.device_ar->generation());
+                 generation, st.ar.device_ar->generation());
     return;
   }
   spdlog::info("trainer_comm_join rank={} world={} generation={}", st.config.rank,
@@ -292,16 +292,16 @@ void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
 
 void on_comm_tick(self_ptr self) {
   auto& st = self->state;
-  st.comm_polling = false;
-  if (st.failed || !st.device_ar)
+  st.ar.comm_polling = false;
+  if (st.failed || !st.ar.device_ar)
     return;
-  if (!st.device_ar->active()) {
+  if (!st.ar.device_ar->active()) {
     try_compute(self);
     return;
   }
-  auto done = st.device_ar->done();
+  auto done = st.ar.device_ar->done();
   if (!done) {
-    fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+    fail(self, "all-reducing the gradients of step " + std::to_string(st.loop.next_compute),
          done.error());
     return;
   }
@@ -313,18 +313,18 @@ void on_comm_tick(self_ptr self) {
 
 void try_compute(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || st.next_compute >= st.plan.steps)
+  if (st.failed || st.loop.next_compute >= st.plan.steps)
     return;
-  if ((st.ring && st.ring->active()) || (st.device_ar && st.device_ar->active())) {
-    stage_ready(self, st.next_compute + 1);  // this step is computed; its all-reduce runs
+  if ((st.ar.ring && st.ar.ring->active()) || (st.ar.device_ar && st.ar.device_ar->active())) {
+    stage_ready(self, st.loop.next_compute + 1);  // this step is computed; its all-reduce runs
     return;
   }
-  if (!stage_ready(self, st.next_compute))
+  if (!stage_ready(self, st.loop.next_compute))
     return;
-  auto it = st.inputs.find(st.next_compute);
-  if (it == st.inputs.end() || !it->second.ready() || !comm_ready(self))
+  auto it = st.loop.inputs.find(st.loop.next_compute);
+  if (it == st.loop.inputs.end() || !it->second.ready() || !comm_ready(self))
     return;
-  auto n = global_batch(st, st.next_compute);
+  auto n = global_batch(st, st.loop.next_compute);
   auto in = decode_inputs(st, it->second, n, split_code(data_split::train));
   if (!in) {
     fail(self, "reading batch " + std::to_string(n), in.error());
@@ -332,7 +332,7 @@ void try_compute(self_ptr self) {
   }
   auto size = static_cast<int>(in->dense.size);
   auto labels = in->dense.labels;
-  st.logits.resize(static_cast<size_t>(size));
+  st.loop.logits.resize(static_cast<size_t>(size));
   pooled_grads_builder grads(st, n, static_cast<uint32_t>(size),
                              static_cast<size_t>(size) * st.config.model.slots
                                * st.config.model.dim * sizeof(float));
@@ -343,29 +343,29 @@ void try_compute(self_ptr self) {
   double loss = *computed;
   st.report.step_losses.push_back(loss);
   st.report.samples += size;
-  st.auc->add(st.logits, labels);
-  st.pending_grads = grads.mb.finish();
-  report_progress(st, size, loss, st.next_compute + 1 == st.plan.steps);
+  st.auc->add(st.loop.logits, labels);
+  st.loop.pending_grads = grads.mb.finish();
+  report_progress(st, size, loss, st.loop.next_compute + 1 == st.plan.steps);
   if (st.config.world == 1) {
     finish_step(self);
     return;
   }
-  if (st.device_ar) {
+  if (st.ar.device_ar) {
     float* values = comm_values(st);
     if (values == nullptr) {
-      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute),
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.loop.next_compute),
            make_error(errc::invalid_config, "the device gradients are unavailable"));
       return;
     }
-    if (auto err = st.device_ar->start(values, st.param_count)) {
-      fail(self, "all-reducing the gradients of step " + std::to_string(st.next_compute), err);
+    if (auto err = st.ar.device_ar->start(values, st.param_count)) {
+      fail(self, "all-reducing the gradients of step " + std::to_string(st.loop.next_compute), err);
       return;
     }
     schedule_tick(self);
     return;
   }
   auto next = st.peers[static_cast<size_t>((st.config.rank + 1) % st.config.world)];
-  self->send(next, chunk_atom::value, st.ring->start(st.next_compute, st.model->grads()));
+  self->send(next, chunk_atom::value, st.ar.ring->start(st.loop.next_compute, st.model->grads()));
   drain_inbox(self);
 }
 

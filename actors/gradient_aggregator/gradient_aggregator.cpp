@@ -49,7 +49,11 @@ struct aggregator_state {
   static inline const char* name = "gradient_aggregator";
 };
 
-using self_ptr = gradient_aggregator_actor::stateful_pointer<aggregator_state>;
+// Its own timer message, which no other actor sends: not on the public handle.
+using gradient_aggregator_impl = gradient_aggregator_actor::extend<
+  caf::reacts_to<watch_atom>>;  // the shard requests' deadlines (request_watch.hpp)
+
+using self_ptr = gradient_aggregator_impl::stateful_pointer<aggregator_state>;
 
 void deliver_pooled(aggregator_state& st, int64_t key) {
   auto& b = st.batches[key];
@@ -298,7 +302,7 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
   return promise;
 }
 
-gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
+gradient_aggregator_impl::behavior_type aggregator_behavior(self_ptr self,
                                                              gradient_aggregator_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
@@ -329,7 +333,8 @@ gradient_aggregator_actor::behavior_type aggregator_behavior(self_ptr self,
 
 gradient_aggregator_actor spawn_gradient_aggregator(caf::actor_system& sys,
                                                     const gradient_aggregator_config& config) {
-  return sys.spawn(aggregator_behavior, config);
+  // The public handle: without its own timer message.
+  return caf::actor_cast<gradient_aggregator_actor>(sys.spawn(aggregator_behavior, config));
 }
 
 }  // namespace satrap

@@ -30,8 +30,8 @@ namespace satrap {
 using gradient_aggregator_actor = caf::typed_actor<
   caf::reacts_to<ids_atom, capnp_payload>,
   caf::replies_to<pooled_atom, int64_t, int8_t>::with<capnp_payload>,
-  caf::replies_to<grads_atom, capnp_payload>::with<int64_t>,
-  caf::reacts_to<watch_atom>>;  // its own: the shard requests' deadlines (request_watch.hpp)
+  caf::replies_to<grads_atom, capnp_payload>::with<int64_t>>;
+// (Its own timer, the shard requests' deadlines, is on a private extension: gradient_aggregator.cpp.)
 
 struct gradient_aggregator_config {
   int32_t index = 0;                          // index of this aggregator in the job

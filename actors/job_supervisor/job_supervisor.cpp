@@ -95,12 +95,12 @@ void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
 // checkpoint, if there is one, then train.
 void restore_and_start(self_ptr self, uint64_t gen) {
   auto& st = self->state;
-  if (!st.last) {
+  if (!st.cuts.last()) {
     start_training(self, gen);
     return;
   }
-  auto meta = *st.last;
-  auto dense = checkpoint_read_dense(st.ckpt_dir, meta);
+  auto meta = *st.cuts.last();
+  auto dense = checkpoint_read_dense(st.cuts.dir(), meta);
   if (!dense) {
     fail_job(self, dense.error());
     return;
@@ -117,7 +117,7 @@ void restore_and_start(self_ptr self, uint64_t gen) {
   auto on_error = [self, gen](const caf::error& e) {
     on_failure(self, gen, "restoring from the checkpoint: " + error_text(e));
   };
-  auto root = checkpoint_embedding_root(st.ckpt_dir);
+  auto root = checkpoint_embedding_root(st.cuts.dir());
   for (auto& s : st.shards)
     self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
                   meta.embedding_sequence)
@@ -188,18 +188,15 @@ void start_training(self_ptr self, uint64_t gen) {
   plan.steps = st.steps;
   plan.test_batches = st.data.test_batches;
   plan.staleness = spec.training.staleness;
-  plan.first_step = st.last ? st.last->step : 0;
+  plan.first_step = st.cuts.resume_step();
   plan.cut = next_cut(st, plan.first_step);
   plan.generation = gen;  // GPU trainers make one NCCL communicator per generation
-  st.cut = plan.cut;
-  st.cut_reports.clear();
-  st.checkpointing = false;
+  st.cuts.release(plan.cut);
   st.trainer_steps.assign(st.trainers.size(), plan.first_step);
-  st.applied_steps.assign(st.trainers.size(), plan.first_step);
+  st.rec.start(st.trainers.size(), plan.first_step);
   st.trainer_auc.assign(st.trainers.size(), 0.5);
   st.progress.steps_total = plan.steps;
-  st.recovering = false;
-  if (!st.ckpt_dir.empty() && spec.checkpoint.every_seconds > 0)
+  if (st.cuts.enabled() && spec.checkpoint.every_seconds > 0)
     self->delayed_send(self, std::chrono::seconds(spec.checkpoint.every_seconds),
                        checkpoint_atom::value, gen);
   spdlog::info("job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
@@ -224,7 +221,7 @@ void start_training(self_ptr self, uint64_t gen) {
 void launch(self_ptr self) {
   auto& st = self->state;
   ++st.generation;
-  st.recovering = false;  // a failure of this generation starts the next recovery
+  st.rec.launched();  // a failure of this generation starts the next recovery
   st.shards.clear();
   st.aggregators.clear();
   st.loaders.clear();
@@ -245,6 +242,9 @@ void start_job(self_ptr self, const caf::expected<job_data>& data) {
   st.data = *data;
   st.steps = st.data.train_batches / spec.placement.trainers;
   st.job_yaml = job_spec_to_yaml(spec);
+  st.best.configure({st.steps, st.data.validation_batches,
+                     spec.training.eval_every > 0 ? spec.training.eval_every : st.data.epoch_steps,
+                     spec.training.early_stopping, spec.training.target_auc});
   if (auto err = checkpoint_setup(self)) {
     fail_job(self, err);
     return;
@@ -253,12 +253,12 @@ void start_job(self_ptr self, const caf::expected<job_data>& data) {
     // The best model's embeddings: beside the checkpoints (storage every node sees), or, without
     // them, under the data cache folder (nodes of one machine).
     static std::atomic<uint64_t> jobs{0};
-    st.best_dir = !st.ckpt_dir.empty()
-                    ? (std::filesystem::path(st.ckpt_dir) / "best").string()
+    st.best.set_dir(!st.cuts.dir().empty()
+                    ? (std::filesystem::path(st.cuts.dir()) / "best").string()
                     : (std::filesystem::path(job_data_cache_root(spec.data))
                        / ("best-" + spec.name + "-" + std::to_string(::getpid()) + "-"
                           + std::to_string(jobs++)))
-                        .string();
+                        .string());
   }
   if (st.config.own_nodes)  // embedded: the in-process agents end with the job
     for (auto& n : st.config.nodes)
@@ -271,7 +271,7 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   auto& spec = st.config.spec;
   st.done = self->make_response_promise<job_result>();
   st.started = self->clock().now();
-  st.intensity.emplace(spec.supervision.max_restarts, std::chrono::seconds(spec.supervision.window_s));
+  st.rec.configure(spec.supervision.max_restarts, std::chrono::seconds(spec.supervision.window_s));
   if (st.config.nodes.empty()) {
     fail_job(self, make_error(errc::invalid_config, "no node to run the job on"));
     return *st.done;
@@ -281,7 +281,7 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
   return *st.done;
 }
 
-job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
+job_supervisor_impl::behavior_type supervisor_behavior(self_ptr self,
                                                         job_supervisor_config config) {
   self->state.config = std::move(config);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
@@ -305,7 +305,8 @@ job_supervisor_actor::behavior_type supervisor_behavior(self_ptr self,
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,
                                           const job_supervisor_config& config) {
-  return sys.spawn(supervisor::supervisor_behavior, config);
+  // The public handle: without the supervisor's own messages (supervisor_state.hpp).
+  return caf::actor_cast<job_supervisor_actor>(sys.spawn(supervisor::supervisor_behavior, config));
 }
 
 }  // namespace satrap

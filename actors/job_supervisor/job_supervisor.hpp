@@ -122,9 +122,8 @@ using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<jo
                                               caf::reacts_to<progress_atom, progress_report>,
                                               caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>,
                                               caf::reacts_to<cut_atom, cut_report>,
-                                              caf::replies_to<checkpoint_atom>::with<int64_t>,
-                                              caf::reacts_to<restore_atom, uint64_t>,     // internal
-                                              caf::reacts_to<checkpoint_atom, uint64_t>>;  // internal
+                                              caf::replies_to<checkpoint_atom>::with<int64_t>>;
+// (Its own timer messages are on a private extension: supervisor_state.hpp.)
 
 // Who is alive now (the admin on a cluster): names and agents of the live nodes.
 using node_directory_actor = caf::typed_actor<

@@ -56,13 +56,13 @@ void replan(self_ptr self, std::function<void()> next) {
           if (it == names.end())
             continue;
           auto& agent = agents[static_cast<size_t>(it - names.begin())];
-          if (st.lost_nodes.count(n.name)) {
+          if (st.rec.is_lost(n.name)) {
             // Lost under this job: only a new process of that node (a new agent) may serve again.
             auto old = std::find(st.config.node_names.begin(), st.config.node_names.end(), n.name);
             if (old != st.config.node_names.end()
                 && st.config.nodes[static_cast<size_t>(old - st.config.node_names.begin())] == agent)
               continue;
-            st.lost_nodes.erase(n.name);
+            st.rec.node_back(n.name);
           }
           alive.nodes.push_back(n);
           nodes.push_back(agent);
@@ -74,7 +74,7 @@ void replan(self_ptr self, std::function<void()> next) {
         if (!plan) {
           fail_job(self, make_error(errc::invalid_config,
                                     "cannot re-place the job after a failure ("
-                                      + st.failures.back() + "): " + error_text(plan.error())));
+                                      + st.rec.failures().back() + "): " + error_text(plan.error())));
           return;
         }
         st.config.nodes = std::move(nodes);
@@ -94,20 +94,20 @@ void replan(self_ptr self, std::function<void()> next) {
 
 void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   auto& st = self->state;
-  if (gen != st.generation || st.recovering || !st.done || !st.done->pending())
+  auto resume = st.cuts.resume_step();
+  auto d = st.rec.on_failure(gen, st.generation, st.done && st.done->pending(), reason,
+                             self->clock().now(), resume);
+  if (d.what == recovery::action::ignore)
     return;
-  if (st.finishing) {  // trained and evaluated: nothing to recover (finish() reads what is left)
+  if (d.what == recovery::action::after_training) {  // finish() reads what is left
     spdlog::warn("job_failure_after_training reason=\"{}\"", reason);
     return;
   }
-  st.recovering = true;
-  auto now = self->clock().now();
-  st.failures.push_back(reason);
   st.progress.last_failure = reason;
   for (auto& p : st.on_demand)
     p.deliver(make_error(errc::peer_failure, "the job failed before the checkpoint: " + reason));
   st.on_demand.clear();
-  if (!st.intensity->allow(now)) {
+  if (d.what == recovery::action::give_up) {
     auto& sv = st.config.spec.supervision;
     fail_job(self, make_error(errc::peer_failure,
                               "restart intensity exceeded (" + std::to_string(sv.max_restarts)
@@ -115,34 +115,17 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
                                 + " s); last failure: " + reason));
     return;
   }
-  // Everything applied after the newest checkpoint is rolled back and trained again: per
-  // trainer, the step reached (applied on the shards) less the checkpoint's step; one batch each.
-  // A step of this generation whose `applied` arrives after this failure is counted on arrival.
-  auto resume = st.last ? st.last->step : 0;
-  int64_t replayed = 0;
-  for (auto& s : st.applied_steps) {
-    s = std::max(s, resume);
-    replayed += s - resume;
-  }
-  st.rolled_back_generation = st.generation;
-  st.rolled_back_to = st.applied_steps;
+  // Rolled back to the newest checkpoint (recovery.hpp): progress restarts from it, and cuts
+  // after it are trained again; their validations evaluated again.
   st.progress.restarts += 1;
-  st.progress.batches_replayed += replayed;
-  st.progress.samples = st.committed_samples;
-  st.progress.steps = resume;  // progress restarts from the checkpoint
+  st.progress.batches_replayed += d.replayed;
+  st.progress.samples = st.cuts.committed_samples();
+  st.progress.steps = resume;
   st.trainer_steps.assign(st.trainer_steps.size(), resume);
-  st.applied_steps.assign(st.applied_steps.size(), resume);
-  // Cuts after the checkpoint are trained again; their validations are evaluated again.
-  st.pending_samples = 0;
-  st.pending_losses.clear();
-  st.loss_since_eval = 0.0;
-  st.samples_since_eval = 0;
-  st.want_checkpoint = false;
-  st.stopping = false;
-  st.ending = false;
-  st.stop_reason.clear();
+  st.cuts.roll_back();
+  st.best.roll_back();
   spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
-               reason, st.progress.restarts, resume, replayed);
+               reason, st.progress.restarts, resume, d.replayed);
   notify(st);
   ++st.generation;  // from here on, the old generation's replies and exits are stale
   for (auto& [addr, node] : st.children)
@@ -156,15 +139,7 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
 
 void on_applied(self_ptr self, uint64_t gen, int64_t step, int32_t rank) {
   auto& st = self->state;
-  auto r = static_cast<size_t>(rank);
-  if (gen == st.generation && !st.recovering && r < st.applied_steps.size()) {
-    st.applied_steps[r] = std::max(st.applied_steps[r], step + 1);
-  } else if (gen == st.rolled_back_generation && r < st.rolled_back_to.size()
-             && step + 1 > st.rolled_back_to[r]) {
-    // Applied before the failure, reported after it: rolled back too.
-    st.progress.batches_replayed += step + 1 - st.rolled_back_to[r];
-    st.rolled_back_to[r] = step + 1;
-  }
+  st.progress.batches_replayed += st.rec.on_applied(gen, st.generation, step, rank);
 }
 
 void on_exit(self_ptr self, caf::exit_msg& msg) {
@@ -180,13 +155,13 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
   auto node = it->second;
   st.children.erase(it);
   if (msg.reason == caf::exit_reason::remote_link_unreachable) {
-    st.lost_nodes.insert(node);
+    st.rec.node_lost(node);
     on_failure(self, st.generation, "node " + node + " lost (connection dropped or heartbeats stopped)");
   } else if (msg.reason) {
     auto what = "an actor on node " + node + " failed: " + error_text(msg.reason);
     // A configuration or resource error (out of memory, disk full) would fail again after a
     // restart: the job fails at once, with the actor's own message.
-    if (failure_is_deterministic(msg.reason) && st.done && st.done->pending() && !st.finishing) {
+    if (failure_is_deterministic(msg.reason) && st.done && st.done->pending() && !st.rec.is_finishing()) {
       fail_job(self, make_error(errc_of(msg.reason, errc::no_resource), what));
       return;
     }

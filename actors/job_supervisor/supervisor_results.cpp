@@ -23,11 +23,11 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   std::vector<uint64_t> groups;
   auto& spec = st.config.spec;
   auto per_step = static_cast<double>(spec.training.batch_size) * spec.placement.trainers;
-  for (auto l : st.committed_losses)
+  for (auto l : st.cuts.committed_losses())
     r.step_losses.push_back(l / per_step);
-  for (size_t i = 0; i < st.pending_losses.size(); ++i)
-    r.step_losses.push_back(st.pending_losses[i] / per_step);
-  r.samples = st.committed_samples + st.pending_samples;
+  for (auto l : st.cuts.pending_losses())
+    r.step_losses.push_back(l / per_step);
+  r.samples = st.cuts.committed_samples() + st.cuts.pending_samples();
   auto base = r.step_losses.size();
   std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
   for (auto& rep : st.reports) {
@@ -39,7 +39,7 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
       groups.insert(groups.end(), ev->groups.begin(), ev->groups.end());
     } else {  // reported with the result, not dropped: its predictions are left out of the AUC
       spdlog::error("job_bad_eval_result rank={} error=\"{}\"", rep.rank, error_text(ev.error()));
-      st.failures.push_back("trainer " + std::to_string(rep.rank)
+      st.rec.add_failure("trainer " + std::to_string(rep.rank)
                             + ": test predictions left out: " + error_text(ev.error()));
     }
     by_rank.emplace_back(logits.begin() + before, logits.end());
@@ -75,17 +75,17 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   r.test_calibration = m.calibration;
   r.test_gauc = m.gauc;
   r.steps_total = st.steps;
-  r.validation_history = st.history;
-  if (st.best_step >= 0) {
-    r.best_step = st.best_step;
-    r.validation_auc = st.best.auc;
-    r.validation_logloss = st.best.logloss;
-    r.validation_gauc = st.best.gauc;
+  r.validation_history = st.best.history();
+  if (st.best.best_step() >= 0) {
+    r.best_step = st.best.best_step();
+    r.validation_auc = st.best.best().auc;
+    r.validation_logloss = st.best.best().logloss;
+    r.validation_gauc = st.best.best().gauc;
   }
-  r.stop_reason = st.stop_reason;
-  r.restored_validation_auc = st.restored_validation_auc;
-  r.target_seconds = st.target_seconds;
-  r.target_samples = st.target_samples;
+  r.stop_reason = st.best.stop_reason();
+  r.restored_validation_auc = st.best.restored_validation_auc();
+  r.target_seconds = st.best.target_seconds();
+  r.target_samples = st.best.target_samples();
   r.test_samples = static_cast<int64_t>(labels.size());
   r.data_skipped = st.data.skipped;
   r.train_seconds = std::chrono::duration<double>(now - st.started).count();
@@ -93,7 +93,7 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   r.restarts = st.progress.restarts;
   r.batches_replayed = st.progress.batches_replayed;
   r.checkpoints = st.progress.checkpoints;
-  r.failures = st.failures;
+  r.failures = st.rec.failures();
   return r;
 }
 
@@ -107,32 +107,24 @@ void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
     stop_job(self);  // a finished job leaves no actor behind
     return;
   }
-  auto seq = st.sequence + 1;  // above any snapshot a shard's table was marked at
-  auto infos = std::make_shared<std::vector<snapshot_file_info>>();
-  auto left = std::make_shared<size_t>(st.shards.size());
-  auto gen = st.generation;
-  for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, dir, seq, true)
-      .then(
-        [self, result, infos, left, dir, seq](const shard_snapshot_info& i) {
-          infos->push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
-                            static_cast<uint64_t>(i.bytes), i.checksum});
-          if (--*left > 0)
-            return;
-          auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
-                                                 *infos);
-          if (!written) {
-            fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
-            return;
-          }
-          spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
-          self->state.done->deliver(std::move(*result));
-          stop_job(self);
-        },
-        [self, gen](const caf::error& e) {
-          if (gen == self->state.generation)  // past training: no restart, the export fails
-            fail_job(self, make_error(errc::io_failure, "final snapshot: " + error_text(e)));
-        });
+  auto seq = st.cuts.sequence() + 1;  // above any snapshot a shard's table was marked at
+  snapshot_shards(
+    self, dir, seq, true,
+    [self, result, dir, seq](std::vector<snapshot_file_info> files) {
+      auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
+                                             files);
+      if (!written) {
+        fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
+        return;
+      }
+      spdlog::info("final_snapshot_written sequence={} dir={}", seq, dir);
+      self->state.done->deliver(std::move(*result));
+      stop_job(self);
+    },
+    [self, gen = st.generation](const caf::error& e) {
+      if (gen == self->state.generation)  // past training: no restart, the export fails
+        fail_job(self, make_error(errc::io_failure, "final snapshot: " + error_text(e)));
+    });
 }
 
 }  // namespace
@@ -143,10 +135,10 @@ void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
 // that shard's statistics are missing (shards[i].shard == -1).
 void finish(self_ptr self) {
   auto& st = self->state;
-  st.finishing = true;
-  if (!st.best_dir.empty() && st.ckpt_dir.empty()) {  // a temporary best model: not kept
+  st.rec.finishing();
+  if (!st.best.dir().empty() && !st.cuts.enabled()) {  // a temporary best model: not kept
     std::error_code ec;
-    std::filesystem::remove_all(st.best_dir, ec);
+    std::filesystem::remove_all(st.best.dir(), ec);
   }
   std::sort(st.reports.begin(), st.reports.end(),
             [](auto& a, auto& b) { return a.rank < b.rank; });

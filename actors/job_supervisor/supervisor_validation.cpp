@@ -24,14 +24,6 @@ namespace satrap::supervisor {
 
 namespace {
 
-bool keeps_best(const supervisor_state& st) {
-  return st.config.spec.training.early_stopping.patience > 0;
-}
-
-double score_of(const job_spec& spec, const eval_metrics& m) {
-  return spec.training.early_stopping.metric == stop_metric::auc ? m.auc : -m.logloss;
-}
-
 nlohmann::json number_or_null(double x) {
   return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json();
 }
@@ -40,41 +32,27 @@ nlohmann::json number_or_null(double x) {
 void snapshot_best(self_ptr self, std::function<void()> next) {
   auto& st = self->state;
   auto gen = st.generation;
-  auto seq = std::max(st.sequence, st.snapshot_sequence) + 1;
-  st.snapshot_sequence = seq;
-  auto infos = std::make_shared<std::vector<shard_snapshot_info>>();
-  auto left = std::make_shared<size_t>(st.shards.size());
-  for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, st.best_dir, seq, true)
-      .then(
-        [self, gen, seq, infos, left, next](const shard_snapshot_info& info) {
-          auto& st = self->state;
-          if (gen != st.generation)
-            return;
-          infos->push_back(info);
-          if (--*left > 0)
-            return;
-          std::vector<snapshot_file_info> files;
-          for (auto& i : *infos)
-            files.push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
-                             static_cast<uint64_t>(i.bytes), i.checksum});
-          auto written = snapshot_write_manifest(st.best_dir, seq, 0, st.config.spec.model.embedding,
-                                                 files);
-          if (!written) {
-            fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
-            return;
-          }
-          if (st.best_snapshot > 0) {  // the previous best is no longer needed
-            std::error_code ec;
-            std::filesystem::remove_all(snapshot_dir(st.best_dir, st.best_snapshot), ec);
-          }
-          st.best_snapshot = seq;
-          st.best_since_checkpoint = true;
-          next();
-        },
-        [self, gen](const caf::error& e) {
-          on_failure(self, gen, "best model snapshot: " + error_text(e));
-        });
+  auto seq = st.cuts.reserve_snapshot_sequence();
+  snapshot_shards(
+    self, st.best.dir(), seq, true,
+    [self, seq, next](std::vector<snapshot_file_info> files) {
+      auto& st = self->state;
+      auto written = snapshot_write_manifest(st.best.dir(), seq, 0,
+                                             st.config.spec.model.embedding, files);
+      if (!written) {
+        fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
+        return;
+      }
+      if (auto previous = st.best.snapshot_kept(seq); previous > 0) {  // no longer needed
+        std::error_code ec;
+        std::filesystem::remove_all(snapshot_dir(st.best.dir(), previous), ec);
+      }
+      st.cuts.snapshot_taken();
+      next();
+    },
+    [self, gen](const caf::error& e) {
+      on_failure(self, gen, "best model snapshot: " + error_text(e));
+    });
 }
 
 // Loads the best model on every shard and trainer, then runs `next`.
@@ -86,18 +64,20 @@ void restore_best(self_ptr self, std::function<void()> next) {
     auto& st = self->state;
     if (gen != st.generation || --*left > 0)
       return;
-    spdlog::info("best_model_restored step={} validation_auc={:.5f} snapshot={}", st.best_step,
-                 st.best.auc, st.best_snapshot);
+    spdlog::info("best_model_restored step={} validation_auc={:.5f} snapshot={}",
+                 st.best.best_step(), st.best.best().auc, st.best.best_snapshot());
     next();
   };
   auto on_error = [self, gen](const caf::error& e) {
     on_failure(self, gen, "restoring the best model: " + error_text(e));
   };
   for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, st.best_dir, st.best_snapshot)
+    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, st.best.dir(),
+                  st.best.best_snapshot())
       .then([one_done](int64_t) { one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, st.best_dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value,
+                  st.best.best_dense())
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
@@ -149,12 +129,8 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   auto& st = self->state;
   auto& spec = st.config.spec;
   auto secs = std::chrono::duration<double>(self->clock().now() - st.started).count();
-  auto samples = st.committed_samples + st.pending_samples;
-  double train_loss = st.samples_since_eval > 0
-                        ? st.loss_since_eval / static_cast<double>(st.samples_since_eval)
-                        : std::nan("");
-  st.loss_since_eval = 0.0;
-  st.samples_since_eval = 0;
+  auto samples = st.cuts.committed_samples() + st.cuts.pending_samples();
+  double train_loss = st.best.take_train_loss();
   auto dense_lr = spec.model.dense.learning_rate * lr_factor(spec.model.dense.schedule, c);
   auto sparse_lr = spec.model.embedding.learning_rate * lr_factor(spec.model.embedding.schedule, c);
   nlohmann::json point = {
@@ -175,9 +151,9 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
     {"embedding_lr", sparse_lr},
   };
   auto line = point.dump();
-  st.history.push_back(line);
+  bool first = st.best.record(line);
   if (!spec.training.history_file.empty()) {
-    std::ofstream out(spec.training.history_file, st.history.size() == 1 ? std::ios::trunc : std::ios::app);
+    std::ofstream out(spec.training.history_file, first ? std::ios::trunc : std::ios::app);
     out << line << "\n";
     if (!out)
       spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
@@ -185,94 +161,54 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "
                "train_loss={:.5f} samples={}",
                c, m.auc, m.logloss, m.ne, m.calibration, m.gauc, train_loss, m.samples);
-  st.last_validation = m;
-  st.last_validation_step = c;
-  auto& es = spec.training.early_stopping;
-  bool improved = st.best_step < 0 || score_of(spec, m) > score_of(spec, st.best) + es.min_delta;
-  if (spec.training.target_auc > 0.0 && m.auc >= spec.training.target_auc && st.target_seconds < 0) {
-    st.target_seconds = secs;
-    st.target_samples = samples;
-    st.stopping = true;
-    st.stop_reason = "target_auc";
+  auto v = st.best.on_validated(c, m, secs, samples, st.cuts.dense_state());
+  if (v.target_reached)
     spdlog::info("target_auc_reached step={} auc={:.5f} target={} seconds={:.1f} samples={}", c,
                  m.auc, spec.training.target_auc, secs, samples);
-  }
-  if (improved) {
-    st.best_step = c;
-    st.best = m;
-    st.since_best = 0;
-  } else if (++st.since_best >= es.patience && es.patience > 0 && !st.stopping) {
-    st.stopping = true;
-    st.stop_reason = "early_stopping";
-    spdlog::info("early_stopping step={} best_step={} best={:.5f} patience={}", c, st.best_step,
-                 score_of(spec, st.best), es.patience);
-  }
+  if (v.early_stopped)
+    spdlog::info("early_stopping step={} best_step={} best={:.5f} patience={}", c,
+                 st.best.best_step(), st.best.score(st.best.best()),
+                 spec.training.early_stopping.patience);
   auto& p = st.progress;
   p.validation_step = c;
   p.validation_auc = m.auc;
   p.validation_logloss = m.logloss;
-  p.best_step = st.best_step;
-  p.best_validation_auc = st.best.auc;
+  p.best_step = st.best.best_step();
+  p.best_validation_auc = st.best.best().auc;
   notify(st);
-  if (improved && keeps_best(st) && c < st.steps && !st.stopping) {
-    // The best so far, and training goes on: keep it (at the last step the live model is it).
-    st.best_dense = st.cut_reports.at(0).state;
+  if (v.snapshot) {
     snapshot_best(self, std::move(next));
     return;
-  }
-  if (improved && keeps_best(st)) {
-    st.best_dense = st.cut_reports.at(0).state;
-    st.best_snapshot = 0;  // the live model is the best: nothing to restore
   }
   next();
 }
 
 }  // namespace
 
-bool is_validation_cut(const supervisor_state& st, int64_t c) {
-  if (st.data.validation_batches <= 0 || c <= 0 || c > st.steps)
-    return false;
-  if (c == st.steps)
-    return true;
-  auto every = st.config.spec.training.eval_every > 0 ? st.config.spec.training.eval_every
-                                                      : st.data.epoch_steps;
-  return every > 0 && c % every == 0;
-}
-
-int64_t next_validation_cut(const supervisor_state& st, int64_t from) {
-  if (st.data.validation_batches <= 0 || from >= st.steps)
-    return -1;
-  auto every = st.config.spec.training.eval_every > 0 ? st.config.spec.training.eval_every
-                                                      : st.data.epoch_steps;
-  if (every <= 0)
-    return st.steps;
-  return std::min((from / every + 1) * every, st.steps);
-}
-
 void validate_at_cut(self_ptr self, std::function<void()> next) {
-  auto c = self->state.cut;
+  auto c = self->state.cuts.cut();
   evaluate_validation(self, "validation at step " + std::to_string(c),
                       [self, c, next](const eval_metrics& m) { on_validated(self, c, m, next); });
 }
 
 void after_cut(self_ptr self) {
   auto& st = self->state;
-  auto c = st.cut;
-  bool last_cut = st.stopping || c >= st.steps;
+  auto c = st.cuts.cut();
+  bool last_cut = st.best.stopping() || c >= st.steps;
   if (!last_cut) {
     release_trainers(self, next_cut(st, c));
     return;
   }
-  st.ending = true;
+  st.cuts.end();
   auto stop = [self] { release_trainers(self, stop_at_cut); };
-  if (keeps_best(st) && st.best_step >= 0 && st.best_step != c && st.best_snapshot > 0) {
+  if (st.best.must_restore(c)) {
     // Restore the best model, and measure it again: the result must be the recorded best.
     restore_best(self, [self, stop] {
       evaluate_validation(self, "validating the restored best model", [self, stop](const eval_metrics& m) {
         auto& st = self->state;
-        st.restored_validation_auc = m.auc;
-        spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}", st.best_step, m.auc,
-                     st.best.auc);
+        st.best.revalidated(m.auc);
+        spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}",
+                     st.best.best_step(), m.auc, st.best.best().auc);
         stop();
       });
     });

@@ -22,7 +22,6 @@ struct id_sink {
         [got](ids_atom, const capnp_payload& p) { got->push_back(p); },
         [](pooled_atom, int64_t, int8_t) -> caf::result<capnp_payload> { return capnp_payload{}; },
         [](grads_atom, const capnp_payload&) -> caf::result<int64_t> { return int64_t{0}; },
-        [](watch_atom) {},
       };
     });
   }
