@@ -1,6 +1,6 @@
 #include "actors/admin/admin_state.hpp"
 
-#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -60,7 +60,7 @@ void requeue_or_fail(job_record& j) {
   std::string dir;
   if (!job_spec_load_text(j.spec_yaml, "job " + j.id, spec))
     dir = spec.checkpoint.dir.empty() ? spec.checkpoint.resume_from : spec.checkpoint.dir;
-  auto latest = dir.empty() ? caf::expected<std::optional<checkpoint_meta>>(std::nullopt)
+  auto latest = dir.empty() ? result<std::optional<checkpoint_meta>>(std::nullopt)
                             : checkpoint_latest(dir);
   if (latest && *latest) {
     spec.checkpoint.resume_from = dir;

@@ -100,9 +100,9 @@ void restore_and_start(self_ptr self, uint64_t gen) {
     return;
   }
   auto meta = *st.last;
-  auto dense = checkpoint_read_dense(st.ckpt_dir, meta);
+  auto dense = checkpoint_read_dense(st.ckpt_dir, meta, *st.config.environment);
   if (!dense) {
-    fail_job(self, dense.error());
+    fail_job(self, make_error(dense.failure()));
     return;
   }
   auto left = std::make_shared<size_t>(st.shards.size() + st.trainers.size());
@@ -123,7 +123,7 @@ void restore_and_start(self_ptr self, uint64_t gen) {
                   meta.embedding_sequence)
       .then([rows, one_done](int64_t n) { *rows += n; one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, *dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, capnp_payload{payload_bytes(dense->begin(), dense->end())})
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 

@@ -27,6 +27,7 @@
 
 #include "actors/dense_trainer/dense_trainer.hpp"
 #include "actors/spawn_protocol.hpp"
+#include "models/env.hpp"
 #include "runtime/atoms.hpp"
 #include "spec/job_spec.hpp"
 #include "runtime/payload.hpp"
@@ -149,6 +150,7 @@ struct job_supervisor_config {
   node_directory_actor directory;                      // null: embedded (no re-placement)
   std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
                                    // there after the evaluation (a full embedding snapshot)
+  env* environment = &default_env();  // the checkpoints', best model's and history's files
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,

@@ -120,7 +120,7 @@ void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
           if (--*left > 0)
             return;
           auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
-                                                 *infos);
+                                                 *infos, *self->state.config.environment);
           if (!written) {
             fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
             return;
@@ -145,8 +145,7 @@ void finish(self_ptr self) {
   auto& st = self->state;
   st.finishing = true;
   if (!st.best_dir.empty() && st.ckpt_dir.empty()) {  // a temporary best model: not kept
-    std::error_code ec;
-    std::filesystem::remove_all(st.best_dir, ec);
+    (void)st.config.environment->remove_all(st.best_dir);
   }
   std::sort(st.reports.begin(), st.reports.end(),
             [](auto& a, auto& b) { return a.rank < b.rank; });

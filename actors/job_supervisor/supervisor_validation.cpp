@@ -59,14 +59,13 @@ void snapshot_best(self_ptr self, std::function<void()> next) {
             files.push_back({i.file, static_cast<uint32_t>(i.shard), static_cast<uint64_t>(i.rows),
                              static_cast<uint64_t>(i.bytes), i.checksum});
           auto written = snapshot_write_manifest(st.best_dir, seq, 0, st.config.spec.model.embedding,
-                                                 files);
+                                                 files, *st.config.environment);
           if (!written) {
             fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
             return;
           }
           if (st.best_snapshot > 0) {  // the previous best is no longer needed
-            std::error_code ec;
-            std::filesystem::remove_all(snapshot_dir(st.best_dir, st.best_snapshot), ec);
+            (void)st.config.environment->remove_all(snapshot_dir(st.best_dir, st.best_snapshot));
           }
           st.best_snapshot = seq;
           st.best_since_checkpoint = true;
@@ -177,9 +176,9 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   auto line = point.dump();
   st.history.push_back(line);
   if (!spec.training.history_file.empty()) {
-    std::ofstream out(spec.training.history_file, st.history.size() == 1 ? std::ios::trunc : std::ios::app);
-    out << line << "\n";
-    if (!out)
+    auto& files = *st.config.environment;  // the first point starts the file, the others append
+    if (!(st.history.size() == 1 ? files.write_file_atomic(spec.training.history_file, line + "\n", false)
+                                 : files.append_file(spec.training.history_file, line + "\n")))
       spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
   }
   spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "
