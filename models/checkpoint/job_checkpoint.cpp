@@ -2,6 +2,7 @@
 
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/embedding/snapshot_file.hpp"
+#include "models/io_cause.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -31,7 +32,7 @@ std::string checkpoint_embedding_root(const std::string& dir) { return join(dir,
 result<ok_t> checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
                                     std::span<const char> state, env& e) {
   if (auto made = e.create_dirs(dir); !made)
-    return make_model_error(dir + ": cannot create the checkpoint directory: " + made.error());
+    return make_model_error(dir + ": cannot create the checkpoint directory: " + io_cause(made.error()));
   meta.dense_file = "dense-" + seq_text(meta.sequence) + ".bin";
   // The snapshot files' framing: checksummed trailer, fsync, atomic rename. A flat Cap'n Proto
   // message is a whole number of 8-byte words, as the framing needs.
@@ -58,7 +59,7 @@ result<ok_t> checkpoint_write_meta(const std::string& dir, const checkpoint_meta
   // A temporary file renamed over the name (not synced, as before the env: the dense and
   // embedding files it names are).
   if (auto r = e.write_file_atomic(path, j.dump() + "\n", /*sync=*/false); !r)
-    return make_model_error(path + ": cannot write the checkpoint manifest: " + r.error());
+    return make_model_error(path + ": cannot write the checkpoint manifest: " + io_cause(r.error()));
   return ok_t{};
 }
 

@@ -11,6 +11,7 @@
 
 #include "models/embedding/snapshot_file.hpp"
 #include "models/embedding/snapshot_manifest.hpp"
+#include "models/io_cause.hpp"
 #include "satrap_schemas/snapshot.capnp.h"
 
 namespace satrap {
@@ -105,7 +106,7 @@ result<snapshot_file_info> snapshot_write_shard(embedding_table& table, const st
                             + std::to_string(table.snapshot_sequence()) + ")");
   std::string dir = snapshot_dir(root, sequence);
   if (auto made = e.create_dirs(dir); !made)
-    return make_model_error(dir + ": cannot create snapshot directory: " + made.error());
+    return make_model_error(dir + ": cannot create snapshot directory: " + io_cause(made.error()));
 
   snapshot_file_info info;
   info.name = shard_file_name(shard);

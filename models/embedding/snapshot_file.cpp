@@ -1,5 +1,6 @@
 #include "models/embedding/snapshot_file.hpp"
 #include "models/assert.hpp"
+#include "models/io_cause.hpp"
 
 #include <cstring>
 
@@ -79,8 +80,7 @@ result<snapshot_file_written> snapshot_file_writer::finish() {
   if (error_.empty()) step(env_.rename(tmp_, path_));
   if (!error_.empty()) {
     if (opened) (void)env_.remove_file(tmp_);
-    // The env's message names the file and carries strerror's text (io_errc_of reads it).
-    return make_model_error(path_ + ": cannot write snapshot file: " + error_);
+    return make_model_error(path_ + ": cannot write snapshot file: " + io_cause(error_));
   }
   return out;
 }
@@ -88,7 +88,7 @@ result<snapshot_file_written> snapshot_file_writer::finish() {
 result<mapped_file> mapped_file::open(const std::string& path, uint64_t expect_bytes,
                                       uint64_t expect_checksum, env& e) {
   auto view = e.open_view(path);
-  if (!view) return make_model_error(view.error() + " (a snapshot file)");
+  if (!view) return make_model_error(path + ": cannot open snapshot file: " + io_cause(view.error()));
   auto size = static_cast<uint64_t>(view.value()->size());
   if (expect_bytes != 0 && size != expect_bytes)
     return make_model_error(path + ": truncated or overwritten: " + std::to_string(size)
