@@ -12,8 +12,8 @@
 //
 // Checkpoints (checkpoint.every_steps or every_seconds, or on demand) are consistent cuts: the trainers stop
 // looking up at the cut step and drain; then every shard writes its snapshot file, the
-// supervisor writes the dense state and the checkpoint manifest last (job_checkpoint.hpp), and
-// the trainers go on.
+// supervisor writes the dense state and the checkpoint manifest last
+// (models/checkpoint/job_checkpoint.hpp), and the trainers go on.
 // Recovery: it traps its children's exits. When any child fails (a crash, or its node lost: the
 // connection dropped or its heartbeats stopped) or a trainer reports an error, the whole
 // generation of actors is stopped and re-placed on the nodes alive now (the node directory

@@ -149,7 +149,8 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
             err = make_error(io_errc_of(written.error()),
                              "embedding snapshot manifest: " + written.error());
           if (!err)
-            if (auto r = checkpoint_write_dense(st.ckpt_dir, meta, state.bytes, *st.config.environment); !r)
+            if (auto r = checkpoint_write_dense(st.ckpt_dir, meta, state.bytes,
+                                                *st.config.environment); !r)
               err = make_error(r.failure());
           if (!err)
             if (auto r = checkpoint_write_meta(st.ckpt_dir, meta, *st.config.environment); !r)

@@ -1,7 +1,7 @@
 // Internal to the job supervisor (not an interface): its state and the functions its three
 // parts share. The parts, by concern:
 //   job_supervisor.cpp         a generation: spawn and wire the actors, restore, train, results
-//   supervisor_checkpoint.cpp  the checkpoint cut protocol (files: models/checkpoint/job_checkpoint.hpp)
+//   supervisor_checkpoint.cpp  the checkpoint cut protocol (files: models/checkpoint/)
 //   supervisor_recovery.cpp    failures, re-placement on the live nodes, restart intensity
 //   supervisor_validation.cpp  validation at cuts, the best model, early stopping
 // Threading: every function runs inside the supervisor actor.

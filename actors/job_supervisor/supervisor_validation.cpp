@@ -177,8 +177,9 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   st.history.push_back(line);
   if (!spec.training.history_file.empty()) {
     auto& files = *st.config.environment;  // the first point starts the file, the others append
-    if (!(st.history.size() == 1 ? files.write_file_atomic(spec.training.history_file, line + "\n", false)
-                                 : files.append_file(spec.training.history_file, line + "\n")))
+    auto& path = spec.training.history_file;
+    if (!(st.history.size() == 1 ? files.write_file_atomic(path, line + "\n", false)
+                                 : files.append_file(path, line + "\n")))
       spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
   }
   spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "

@@ -32,7 +32,8 @@ std::string checkpoint_embedding_root(const std::string& dir) { return join(dir,
 result<ok_t> checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
                                     std::span<const char> state, env& e) {
   if (auto made = e.create_dirs(dir); !made)
-    return make_model_error(dir + ": cannot create the checkpoint directory: " + io_cause(made.error()));
+    return make_model_error(dir + ": cannot create the checkpoint directory: "
+                            + io_cause(made.error()));
   meta.dense_file = "dense-" + seq_text(meta.sequence) + ".bin";
   // The snapshot files' framing: checksummed trailer, fsync, atomic rename. A flat Cap'n Proto
   // message is a whole number of 8-byte words, as the framing needs.
@@ -127,7 +128,8 @@ std::map<uint64_t, std::vector<std::string>> numbered(env& e, const std::string&
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size()
+         && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -185,7 +187,8 @@ result<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t 
 
 result<std::vector<char>> checkpoint_read_dense(const std::string& dir, const checkpoint_meta& meta,
                                                 env& e) {
-  auto file = mapped_file::open(join(dir, meta.dense_file), meta.dense_bytes, meta.dense_checksum, e);
+  auto file =
+    mapped_file::open(join(dir, meta.dense_file), meta.dense_bytes, meta.dense_checksum, e);
   if (!file)
     return file.failure();
   const auto* data = reinterpret_cast<const char*>(file->payload());

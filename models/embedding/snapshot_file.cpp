@@ -88,7 +88,8 @@ result<snapshot_file_written> snapshot_file_writer::finish() {
 result<mapped_file> mapped_file::open(const std::string& path, uint64_t expect_bytes,
                                       uint64_t expect_checksum, env& e) {
   auto view = e.open_view(path);
-  if (!view) return make_model_error(path + ": cannot open snapshot file: " + io_cause(view.error()));
+  if (!view)
+    return make_model_error(path + ": cannot open snapshot file: " + io_cause(view.error()));
   auto size = static_cast<uint64_t>(view.value()->size());
   if (expect_bytes != 0 && size != expect_bytes)
     return make_model_error(path + ": truncated or overwritten: " + std::to_string(size)

@@ -1,4 +1,4 @@
-// Consistent checkpoints and resuming from them (actors/job_supervisor/job_checkpoint.hpp), and
+// Consistent checkpoints and resuming from them (models/checkpoint/job_checkpoint.hpp), and
 // the restart intensity rule of the job supervisor.
 #include "models/checkpoint/job_checkpoint.hpp"
 #include "actors/embedded_job.hpp"
