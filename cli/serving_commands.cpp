@@ -1,6 +1,6 @@
 #include "cli/serving_commands.hpp"
 
-#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 #include "models/data/file_source.hpp"
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
@@ -64,7 +64,7 @@ int export_command::run() {
   }
   auto latest = checkpoint_latest(checkpoint_);
   if (!latest) {
-    std::cerr << "satrap export: " << error_text(latest.error()) << "\n";
+    std::cerr << "satrap export: " << error_text(make_error(latest.failure())) << "\n";
     return 2;
   }
   if (!*latest) {
@@ -74,10 +74,11 @@ int export_command::run() {
   auto& meta = **latest;
   auto dense = checkpoint_read_dense(checkpoint_, meta);
   if (!dense) {
-    std::cerr << "satrap export: " << error_text(dense.error()) << "\n";
+    std::cerr << "satrap export: " << error_text(make_error(dense.failure())) << "\n";
     return 1;
   }
-  payload_reader reader(*dense);
+  capnp_payload state{payload_bytes(dense->begin(), dense->end())};
+  payload_reader reader(state);
   auto params = data_view<float>(reader.root<schema::DenseState>().getParams());
   auto rows = export_model_folder(*spec, params, meta.step, checkpoint_embedding_root(checkpoint_),
                                   meta.embedding_sequence, out_, shards_, version_);

@@ -111,6 +111,14 @@ int memory_env::syncs() const {
   std::lock_guard lock(mu_);
   return syncs_;
 }
+int memory_env::refused_writes() const {
+  std::lock_guard lock(mu_);
+  return refused_writes_;
+}
+int memory_env::failed_syncs() const {
+  std::lock_guard lock(mu_);
+  return failed_syncs_;
+}
 
 std::chrono::steady_clock::time_point memory_env::steady_now() {
   std::lock_guard lock(mu_);
@@ -154,8 +162,10 @@ result<ok_t> memory_env::write_at_end(const std::string& path, const void* data,
   auto it = files_.find(path);
   if (it == files_.end())
     return io_failed(path, "write", ENOENT);  // removed while open
-  if (used_ + n > capacity_)
+  if (used_ + n > capacity_) {
+    ++refused_writes_;
     return io_failed(path, "write", ENOSPC);
+  }
   auto& f = it->second;
   if (f.bytes.use_count() > 1)  // a view holds the old bytes: copy on write
     f.bytes = std::make_shared<std::string>(*f.bytes);
@@ -168,6 +178,7 @@ result<ok_t> memory_env::sync_file(const std::string& path) {
   std::lock_guard lock(mu_);
   if (failing_syncs_ > 0) {
     --failing_syncs_;
+    ++failed_syncs_;
     return io_failed(path, "sync", EIO);
   }
   auto it = files_.find(path);

@@ -29,6 +29,8 @@ class memory_env final : public env {
   void crash();                                         // drops every byte not synced
   uint64_t used_bytes() const;
   int syncs() const;                                    // successful sync() calls so far
+  int refused_writes() const;                           // writes refused for capacity so far
+  int failed_syncs() const;                             // sync() calls failed by fail_syncs
 
   // ---- env ----
   std::chrono::steady_clock::time_point steady_now() override;
@@ -63,6 +65,8 @@ class memory_env final : public env {
   uint64_t used_ = 0;
   int failing_syncs_ = 0;
   int syncs_ = 0;
+  int refused_writes_ = 0;
+  int failed_syncs_ = 0;
   std::map<std::string, file> files_;  // by normalised path
   std::set<std::string> dirs_;         // made with create_dirs
 };

@@ -10,6 +10,7 @@
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
+#include "models/env.hpp"
 
 namespace satrap {
 
@@ -45,6 +46,7 @@ struct reference_options {
   int64_t train_batches = 24000;      // train batches (12.3M samples), split train, index 0..n-1
   int64_t test_batches = 200;         // test batches (102,400 samples), split test, index 0..n-1
   uint64_t seed = 7;                  // dense model init
+  env* environment = &default_env();  // the clock of samples_per_sec
 };
 
 struct reference_result {

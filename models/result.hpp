@@ -36,6 +36,8 @@ class [[nodiscard]] result {
     SATRAP_ASSERT(ok(), "value() of an error result: {}", std::get<1>(v_).message);
     return std::get<0>(v_);
   }
+  T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   const std::string& error() const {

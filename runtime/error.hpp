@@ -3,6 +3,8 @@
 // Add a code only when a caller reacts to it differently.
 #pragma once
 
+#include "models/result.hpp"
+
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>
@@ -51,6 +53,13 @@ inline errc errc_of(const caf::error& e, errc fallback) {
 // full, quota, file too large (RLIMIT_FSIZE), read-only file system, permission, not a
 // directory, name too long -> no_resource (a retry fails the same way); else io_failure.
 errc io_errc_of(std::string_view message);
+
+// A models/ failure (models/result.hpp) at the edge to the actors: the input's fault (bad_input,
+// e.g. a malformed checkpoint manifest) -> invalid_config; else a failed file operation, coded
+// from its message by io_errc_of (disk full, read-only -> no_resource; else io_failure).
+inline caf::error make_error(const model_error& e) {
+  return make_error(e.bad_input ? errc::invalid_config : io_errc_of(e.message), e.message);
+}
 
 // An actor's exception handler: the exception as an error with its message (CAF's default says
 // only "runtime_error"); std::bad_alloc -> no_resource, anything else -> peer_failure.

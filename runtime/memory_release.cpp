@@ -24,11 +24,11 @@ memory_figures memory_figures_now() {
   return f;
 }
 
-memory_figures memory_release(std::string_view why) {
+memory_figures memory_release(std::string_view why, env& e) {
   auto before = memory_figures_now();
-  auto start = std::chrono::steady_clock::now();
+  auto start = e.steady_now();
   ::malloc_trim(0);
-  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto ms = std::chrono::duration<double, std::milli>(e.steady_now() - start).count();
   auto after = memory_figures_now();
   constexpr double mib = 1 << 20;
   spdlog::info("memory_released why={} rss_before_mib={:.1f} rss_after_mib={:.1f} "

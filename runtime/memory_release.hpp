@@ -10,6 +10,8 @@
 // Threading: any thread; malloc_trim locks each arena in turn (a few ms for a heap of 100 MB).
 #pragma once
 
+#include "models/env.hpp"
+
 #include <cstdint>
 #include <string_view>
 
@@ -23,7 +25,7 @@ struct memory_figures {
 
 memory_figures memory_figures_now();
 
-// malloc_trim(0), logged with `why`; returns the figures after.
-memory_figures memory_release(std::string_view why);
+// malloc_trim(0), logged with `why` and its duration on e's clock; returns the figures after.
+memory_figures memory_release(std::string_view why, env& e = default_env());
 
 }  // namespace satrap

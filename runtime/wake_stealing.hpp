@@ -112,6 +112,9 @@ class wake_stealing : public caf::policy::unprofiled {
     auto& d = self->data();
     bool poll = true;  // after a job or a wake-up; not after a park that timed out (an idle node)
     for (;;) {
+      // The real clock, not the env (models/env.hpp): this is the scheduler's spin before a park,
+      // read every 8 yields in the hottest idle loop of every worker; a virtual call per read
+      // would lengthen the spin, and simulated time has no meaning for a real thread's spin.
       auto until = clock::now() + d.spin;
       for (size_t i = 1; poll; ++i) {
         if (auto* job = find_job(self))

@@ -108,7 +108,7 @@ struct placement_spec {
   std::string trainer_selector;         // ... to take trainers
 };
 
-// Consistent checkpoints (see actors/job_supervisor/job_checkpoint.hpp). The directory must be on
+// Consistent checkpoints (see models/checkpoint/job_checkpoint.hpp). The directory must be on
 // storage every node of the job sees (shards write their own files).
 struct checkpoint_spec {
   std::string dir;                      // where checkpoints go; "": none (a restart begins at step 0)

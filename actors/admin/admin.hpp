@@ -21,7 +21,7 @@
 // `satrap train`, whose admin is embedded, see admin_embedded).
 // Time: read only through the actor clock (heartbeat ages, step latency), so a test clock drives
 // it; the wall-clock stamps of the job table (submitted_ms, ...) and its file through
-// admin_config::files (models/env.hpp).
+// admin_config::environment (models/env.hpp).
 // Who may ask what (README "Security"): register and heartbeat only from a node's own process
 // (the sender's node is the agent's node) with that node's token; a name stays bound to the
 // process that registered it while that one is alive. Submit, cancel, checkpoint, list and get
@@ -128,7 +128,7 @@ struct admin_config {
   std::string state_dir;            // jobs.json lives here ("" = not persisted)
   cluster_timing timing;            // heartbeat timeout, tick (spec/knobs.hpp; the manifest's)
   std::map<std::string, std::string> node_tokens;  // by node name: what a node must show
-  env* files = &default_env();      // the job table's file and the clock of its stamps
+  env* environment = &default_env();  // the job table's file and the clock of its stamps
   admin_embedded embedded;          // the head's admin when off
 };
 

@@ -1,6 +1,6 @@
 #include "actors/admin/admin_state.hpp"
 
-#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 #include "runtime/error.hpp"
 
 #include <nlohmann/json.hpp>
@@ -37,7 +37,7 @@ void requeue_or_fail(const admin_state& st, job_record& j) {
   std::string dir;
   if (j.spec)
     dir = j.spec->checkpoint.dir.empty() ? j.spec->checkpoint.resume_from : j.spec->checkpoint.dir;
-  auto latest = dir.empty() ? caf::expected<std::optional<checkpoint_meta>>(std::nullopt)
+  auto latest = dir.empty() ? result<std::optional<checkpoint_meta>>(std::nullopt)
                             : checkpoint_latest(dir);
   if (latest && *latest) {
     auto spec = *j.spec;
@@ -105,7 +105,7 @@ void job_parse_spec(job_record& j) {
 
 int64_t now_ms(const admin_state& st) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-           st.config.files->system_now().time_since_epoch())
+           st.config.environment->system_now().time_since_epoch())
     .count();
 }
 
@@ -117,7 +117,7 @@ void jobs_save(const admin_state& st) {
     doc["jobs"].push_back(job_record_json(j, true));
   auto path = st.config.state_dir + "/jobs.json";
   // Not synced, as before: the table is rewritten on every state change.
-  if (auto r = st.config.files->write_file_atomic(path, doc.dump(1) + "\n", false); !r)
+  if (auto r = st.config.environment->write_file_atomic(path, doc.dump(1) + "\n", false); !r)
     spdlog::error("jobs_save_failed path={} error=\"{}\"", path, r.error());
 }
 
@@ -125,7 +125,7 @@ void jobs_load(admin_state& st) {
   if (st.config.state_dir.empty())
     return;
   auto path = st.config.state_dir + "/jobs.json";
-  auto text = st.config.files->read_file(path);
+  auto text = st.config.environment->read_file(path);
   if (!text)
     return;
   try {

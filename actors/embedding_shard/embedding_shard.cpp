@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
+#include <sstream>
 
 namespace satrap {
 
@@ -105,19 +105,21 @@ shard_stats shard_stats_now(const shard_state& st) {
 
 caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::string& root,
                                                 uint64_t sequence, bool full) {
+  auto& files = *st.config.environment;
   auto info = snapshot_write_shard(*st.table, root, sequence,
                                    static_cast<uint32_t>(st.config.shard),
-                                   full ? snapshot_kind::full : snapshot_kind::incremental);
+                                   full ? snapshot_kind::full : snapshot_kind::incremental, files);
   if (!info)  // disk full or a read-only folder: no_resource (the job fails, no restart)
     return make_error(io_errc_of(info.error()), "shard " + std::to_string(st.config.shard)
                                                   + ": snapshot: " + info.error());
   if (st.config.audit) {
-    std::ofstream out(ledger_path(root, sequence, st.config.shard), std::ios::trunc);
+    std::string text;
     for (auto [batch, times] : st.applied)
-      out << batch << ' ' << times << '\n';
-    if (!out.flush())
+      text += std::to_string(batch) + ' ' + std::to_string(times) + '\n';
+    if (auto r = files.write_file_atomic(ledger_path(root, sequence, st.config.shard), text, false);
+        !r)
       return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
-                                            + ": cannot write its audit ledger");
+                                            + ": cannot write its audit ledger: " + r.error());
   }
   spdlog::debug("shard_snapshot shard={} sequence={} full={} rows={}", st.config.shard, sequence,
                 full, info->rows);
@@ -130,19 +132,21 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
                                     static_cast<uint32_t>(st.config.shards));
   auto me = static_cast<uint32_t>(st.config.shard);
   st.table = std::make_unique<embedding_table>(st.config.embedding);  // restore needs it empty
+  auto& files = *st.config.environment;
   auto stats = snapshot_restore(*st.table, root, sequence,
-                                [&map, me](uint64_t id) { return map.shard_of(id) == me; });
+                                [&map, me](uint64_t id) { return map.shard_of(id) == me; }, files);
   if (!stats)
     return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
                                           + ": restore: " + stats.error());
   st.applied.clear();
   st.max_lookup_step = -1;
   if (st.config.audit) {
-    std::ifstream in(ledger_path(root, sequence, st.config.shard));
-    if (!in)
+    auto text = files.read_file(ledger_path(root, sequence, st.config.shard));
+    if (!text)
       return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
                                             + ": restore: no audit ledger for snapshot "
                                             + std::to_string(sequence));
+    std::istringstream in(text.value());
     int64_t batch = 0;
     int32_t times = 0;
     while (in >> batch >> times)

@@ -12,12 +12,14 @@
 //                                 job supervisor writes the manifest once every shard has.
 //   restore(root, seq)         -> rows restored: loads snapshot `seq` (and its parents) keeping
 //                                 the ids this shard owns now (any shard count can restore any).
+// Files (snapshots, the audit ledger) go through config.environment (models/env.hpp).
 // Always-on check: an update of step s' after a lookup of step m > s' + staleness breaks the
 // staleness bound; it is logged (staleness_violated) and counted (stats).
 // Threading: an actor; its store is touched only by its own behaviour.
 #pragma once
 
 #include "models/embedding/embedding_table.hpp"
+#include "models/env.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/payload.hpp"
 
@@ -87,6 +89,7 @@ struct embedding_shard_config {
   // Keep a ledger of applied batches (stats().applied), written beside each snapshot file and
   // read back on restore: the simulator (tests/sim/) checks exactly-once application with it.
   bool audit = false;
+  env* environment = &default_env();  // the snapshot files' and the ledger's (models/env.hpp)
 };
 
 embedding_shard_actor spawn_embedding_shard(caf::actor_system& sys,

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "actors/dense_trainer/dense_trainer.hpp"
-#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 
 #include <cstdint>
 #include <map>

@@ -100,9 +100,9 @@ void restore_and_start(self_ptr self, uint64_t gen) {
     return;
   }
   auto meta = *st.cuts.last();
-  auto dense = checkpoint_read_dense(st.cuts.dir(), meta);
+  auto dense = checkpoint_read_dense(st.cuts.dir(), meta, *st.config.environment);
   if (!dense) {
-    fail_job(self, dense.error());
+    fail_job(self, make_error(dense.failure()));
     return;
   }
   auto left = std::make_shared<size_t>(st.shards.size() + st.trainers.size());
@@ -122,8 +122,9 @@ void restore_and_start(self_ptr self, uint64_t gen) {
     self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
                   meta.embedding_sequence)
       .then([rows, one_done](int64_t n) { *rows += n; one_done(); }, on_error);
+  capnp_payload state{payload_bytes(dense->begin(), dense->end())};
   for (auto& t : st.trainers)
-    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, *dense)
+    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, state)
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 

@@ -12,8 +12,8 @@
 //
 // Checkpoints (checkpoint.every_steps or every_seconds, or on demand) are consistent cuts: the trainers stop
 // looking up at the cut step and drain; then every shard writes its snapshot file, the
-// supervisor writes the dense state and the checkpoint manifest last (job_checkpoint.hpp), and
-// the trainers go on.
+// supervisor writes the dense state and the checkpoint manifest last
+// (models/checkpoint/job_checkpoint.hpp), and the trainers go on.
 // Recovery: it traps its children's exits. When any child fails (a crash, or its node lost: the
 // connection dropped or its heartbeats stopped) or a trainer reports an error, the whole
 // generation of actors is stopped and re-placed on the nodes alive now (the node directory
@@ -27,6 +27,7 @@
 
 #include "actors/dense_trainer/dense_trainer.hpp"
 #include "actors/spawn_protocol.hpp"
+#include "models/env.hpp"
 #include "runtime/atoms.hpp"
 #include "spec/job_spec.hpp"
 #include "runtime/payload.hpp"
@@ -148,6 +149,7 @@ struct job_supervisor_config {
   node_directory_actor directory;                      // null: embedded (no re-placement)
   std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
                                    // there after the evaluation (a full embedding snapshot)
+  env* environment = &default_env();  // the checkpoints', best model's and history's files
 };
 
 job_supervisor_actor spawn_job_supervisor(caf::actor_system& sys,

@@ -19,9 +19,9 @@ caf::error checkpoint_setup(self_ptr self) {
   auto& resume = spec.checkpoint.resume_from;
   std::optional<checkpoint_meta> resumed;
   if (!resume.empty()) {
-    auto latest = checkpoint_latest(resume);
+    auto latest = checkpoint_latest(resume, *st.config.environment);
     if (!latest)
-      return latest.error();
+      return make_error(latest.failure());
     if (!*latest) {
       return make_error(errc::invalid_config,
                         "checkpoint.resume_from: no complete checkpoint in " + resume);
@@ -45,7 +45,7 @@ caf::error checkpoint_setup(self_ptr self) {
     st.progress.samples = m.samples;
     spdlog::info("job_resuming step={} sequence={} dir={}", m.step, m.sequence, resume);
   } else if (!ckpt_dir.empty()) {
-    auto latest = checkpoint_latest(ckpt_dir);
+    auto latest = checkpoint_latest(ckpt_dir, *st.config.environment);
     if (latest && *latest) {
       return make_error(errc::invalid_config,
                         "checkpoint.dir " + ckpt_dir
@@ -131,15 +131,19 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
         meta.embedding_rows += static_cast<int64_t>(f.rows);
       auto parent = meta.full ? uint64_t{0} : st.cuts.sequence();
       auto written = snapshot_write_manifest(root, meta.sequence, parent,
-                                             st.config.spec.model.embedding, files);
+                                             st.config.spec.model.embedding, files,
+                                             *st.config.environment);
       caf::error err;
       if (!written)
         err = make_error(io_errc_of(written.error()),
                          "embedding snapshot manifest: " + written.error());
       if (!err)
-        err = checkpoint_write_dense(st.cuts.dir(), meta, state);
+        if (auto r = checkpoint_write_dense(st.cuts.dir(), meta, state.bytes,
+                                            *st.config.environment); !r)
+          err = make_error(r.failure());
       if (!err)
-        err = checkpoint_write_meta(st.cuts.dir(), meta);
+        if (auto r = checkpoint_write_meta(st.cuts.dir(), meta, *st.config.environment); !r)
+          err = make_error(r.failure());
       if (err) {
         fail_job(self, make_error(errc_of(err, errc::io_failure),
                                   "checkpoint at step " + std::to_string(step) + " failed: "
@@ -153,8 +157,9 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
       spdlog::info("checkpoint_written step={} sequence={} full={} rows={} ms={:.0f} dir={}",
                    step, meta.sequence, meta.full, meta.embedding_rows, ms, st.cuts.dir());
       // checkpoint.keep: older checkpoints go, never the newest nor a kept chain's parents.
-      if (auto pruned = checkpoint_prune(st.cuts.dir(), st.config.spec.checkpoint.keep); !pruned)
-        spdlog::warn("checkpoint_prune_failed error=\"{}\"", error_text(pruned.error()));
+      if (auto pruned = checkpoint_prune(st.cuts.dir(), st.config.spec.checkpoint.keep,
+                                         *st.config.environment); !pruned)
+        spdlog::warn("checkpoint_prune_failed error=\"{}\"", pruned.error());
       else if (pruned->checkpoints_removed + pruned->snapshots_removed > 0)
         spdlog::info("checkpoints_pruned checkpoints={} snapshots={} bytes={}",
                      pruned->checkpoints_removed, pruned->snapshots_removed,

@@ -112,7 +112,7 @@ void write_final_snapshot(self_ptr self, std::shared_ptr<job_result> result) {
     self, dir, seq, true,
     [self, result, dir, seq](std::vector<snapshot_file_info> files) {
       auto written = snapshot_write_manifest(dir, seq, 0, self->state.config.spec.model.embedding,
-                                             files);
+                                             files, *self->state.config.environment);
       if (!written) {
         fail_job(self, make_error(errc::io_failure, "final snapshot: " + written.error()));
         return;
@@ -137,8 +137,7 @@ void finish(self_ptr self) {
   auto& st = self->state;
   st.rec.finishing();
   if (!st.best.dir().empty() && !st.cuts.enabled()) {  // a temporary best model: not kept
-    std::error_code ec;
-    std::filesystem::remove_all(st.best.dir(), ec);
+    (void)st.config.environment->remove_all(st.best.dir());
   }
   std::sort(st.reports.begin(), st.reports.end(),
             [](auto& a, auto& b) { return a.rank < b.rank; });

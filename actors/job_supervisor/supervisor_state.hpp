@@ -3,8 +3,9 @@
 // in plain state machines (no actor inside, each with its own tests); the parts feed them
 // messages and carry out what they decide. The parts, by concern:
 //   job_supervisor.cpp         a generation: spawn and wire the actors, restore, train, progress
-//   supervisor_checkpoint.cpp  the cut protocol and checkpoint files (checkpoint_cut.hpp,
-//                              job_checkpoint.hpp); snapshot_shards, the shards' snapshot fan-out
+//   supervisor_checkpoint.cpp  the cut protocol (checkpoint_cut.hpp) and the checkpoint files
+//                              (models/checkpoint/job_checkpoint.hpp, through config.environment);
+//                              snapshot_shards, the shards' snapshot fan-out
 //   supervisor_recovery.cpp    failures, re-placement on the live nodes (recovery.hpp)
 //   supervisor_validation.cpp  validation at cuts, the best model, early stopping (best_model.hpp)
 //   supervisor_results.cpp     the end of a job: the result, the final snapshot
@@ -13,9 +14,9 @@
 
 #include "actors/job_supervisor/best_model.hpp"
 #include "actors/job_supervisor/checkpoint_cut.hpp"
-#include "actors/job_supervisor/job_checkpoint.hpp"
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "actors/job_supervisor/recovery.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
 #include "spec/job_data.hpp"

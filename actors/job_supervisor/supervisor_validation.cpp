@@ -38,15 +38,14 @@ void snapshot_best(self_ptr self, std::function<void()> next) {
     [self, seq, next](std::vector<snapshot_file_info> files) {
       auto& st = self->state;
       auto written = snapshot_write_manifest(st.best.dir(), seq, 0,
-                                             st.config.spec.model.embedding, files);
+                                             st.config.spec.model.embedding, files,
+                                             *st.config.environment);
       if (!written) {
         fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
         return;
       }
-      if (auto previous = st.best.snapshot_kept(seq); previous > 0) {  // no longer needed
-        std::error_code ec;
-        std::filesystem::remove_all(snapshot_dir(st.best.dir(), previous), ec);
-      }
+      if (auto previous = st.best.snapshot_kept(seq); previous > 0)  // no longer needed
+        (void)st.config.environment->remove_all(snapshot_dir(st.best.dir(), previous));
       st.cuts.snapshot_taken();
       next();
     },
@@ -153,9 +152,10 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   auto line = point.dump();
   bool first = st.best.record(line);
   if (!spec.training.history_file.empty()) {
-    std::ofstream out(spec.training.history_file, first ? std::ios::trunc : std::ios::app);
-    out << line << "\n";
-    if (!out)
+    auto& files = *st.config.environment;  // the first point starts the file, the others append
+    auto& path = spec.training.history_file;
+    if (!(first ? files.write_file_atomic(path, line + "\n", false)
+                : files.append_file(path, line + "\n")))
       spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
   }
   spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "

@@ -133,6 +133,7 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
           return spec.error();
         auto c = shard_config(**spec, index);
         c.audit = self->state.config.audit;
+        c.environment = self->state.config.environment;
         auto h = spawn_embedding_shard(self->system(), c);
         log_spawn(self, h, "embedding_shard", index);
         return h;

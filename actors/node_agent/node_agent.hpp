@@ -10,6 +10,7 @@
 #pragma once
 
 #include "actors/spawn_protocol.hpp"
+#include "models/env.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -27,6 +28,7 @@ struct node_agent_config {
   std::string node = "local";  // this node's name, for logs
   size_t jobs_kept = 2;        // recent jobs whose spec and opened data are kept for reuse
   bool audit = false;          // shards keep an audit ledger (embedding_shard_config::audit)
+  env* environment = &default_env();  // its shards' files (the simulator's env is in memory)
   // Called with every actor this agent spawns (its role and index): the simulator (tests/sim/)
   // uses it to know which actors a simulated node loses with its agent. Empty in `satrap`.
   std::function<void(const caf::actor&, const char* role, int32_t index)> on_spawn{};

@@ -177,11 +177,10 @@ result<ok_t> convert_into(const dataset_convert_options& o, const std::string& d
                           dataset_manifest& m, cached_dataset& out) {
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
-  auto start = std::chrono::steady_clock::now();
+  auto start = o.environment->steady_now();
   if (auto converted = convert_all(o, dir, m); !converted)
     return converted.failure();
-  m.stats.parse_seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.stats.parse_seconds = std::chrono::duration<double>(o.environment->steady_now() - start).count();
   if (auto written = manifest_write(dir, m); !written)
     return written.failure();
   out.dir = dir;

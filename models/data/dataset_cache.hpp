@@ -13,6 +13,7 @@
 
 #include "models/data/cache_lock.hpp"
 #include "models/data/text_format.hpp"
+#include "models/env.hpp"
 #include "models/result.hpp"
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct dataset_convert_options {
   int workers = 1;                             // conversion threads (files are dealt round-robin)
   std::string cache_root;                      // folder of the caches (created when missing)
   uint64_t cache_max_bytes = 0;                // cap of cache_root: see dataset_cache_trim; 0: none
+  env* environment = &default_env();           // the clock of stats.parse_seconds
 };
 
 struct dataset_stats {

@@ -51,13 +51,13 @@ struct manifest_file {
   snapshot_manifest manifest;  // decoded and checked
 };
 
-result<manifest_file> open_manifest(const std::string& root, uint64_t sequence) {
+result<manifest_file> open_manifest(const std::string& root, uint64_t sequence, env& e) {
   std::string dir = snapshot_dir(root, sequence);
   std::string path = (fs::path(dir) / "MANIFEST").string();
-  if (!fs::exists(path))
+  if (!e.exists(path))
     return make_model_error(dir + ": no MANIFEST: snapshot " + std::to_string(sequence)
                             + " is missing or was never completed, so it is not loaded");
-  auto f = mapped_file::open(path);
+  auto f = mapped_file::open(path, 0, 0, e);
   if (!f) return make_model_error(f.error());
   auto m = snapshot_manifest_decode({f->payload(), f->payload_bytes()});
   if (!m) return make_model_error(path + ": " + m.error());
@@ -117,10 +117,10 @@ std::string apply_shard_file(embedding_table& table, const mapped_file& f,
 
 // Applies every shard file of one snapshot; "" or "path: what".
 std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
-                           const snapshot_keep& keep, snapshot_restore_stats& stats) {
+                           const snapshot_keep& keep, snapshot_restore_stats& stats, env& e) {
   for (auto& entry : mf.manifest.files) {
     std::string path = (fs::path(mf.dir) / entry.name).string();
-    auto f = mapped_file::open(path, entry.bytes, entry.checksum);
+    auto f = mapped_file::open(path, entry.bytes, entry.checksum, e);
     if (!f) return f.error();
     std::string why;
     try {
@@ -137,8 +137,8 @@ std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
 }  // namespace
 
 
-result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence) {
-  auto mf = open_manifest(root, sequence);
+result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence, env& e) {
+  auto mf = open_manifest(root, sequence, e);
   if (!mf) return make_model_error(mf.error());
   if (mf->manifest.sequence != sequence || mf->manifest.parent >= sequence)
     return make_model_error(mf->dir + "/MANIFEST: sequence " + std::to_string(mf->manifest.sequence)
@@ -147,11 +147,12 @@ result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence) {
 }
 
 result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const std::string& root,
-                                                uint64_t sequence, const snapshot_keep& keep) {
+                                                uint64_t sequence, const snapshot_keep& keep,
+                                                env& e) {
   if (table.size() != 0) return make_model_error("snapshot restore: the table must be empty");
   std::vector<manifest_file> chain;  // newest first
   for (uint64_t seq = sequence;;) {
-    auto mf = open_manifest(root, seq);
+    auto mf = open_manifest(root, seq, e);
     if (!mf) return make_model_error(mf.error());
     const auto& m = mf->manifest;
     if (m.sequence != seq)
@@ -167,7 +168,7 @@ result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const st
   }
   snapshot_restore_stats stats;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    if (auto why = apply_snapshot(table, *it, keep, stats); !why.empty()) {
+    if (auto why = apply_snapshot(table, *it, keep, stats, e); !why.empty()) {
       table.clear();
       return make_model_error(why);
     }

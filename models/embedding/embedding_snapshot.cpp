@@ -11,6 +11,7 @@
 
 #include "models/embedding/snapshot_file.hpp"
 #include "models/embedding/snapshot_manifest.hpp"
+#include "models/io_cause.hpp"
 #include "satrap_schemas/snapshot.capnp.h"
 
 namespace satrap {
@@ -94,7 +95,7 @@ std::string snapshot_dir(const std::string& root, uint64_t sequence) {
 
 result<snapshot_file_info> snapshot_write_shard(embedding_table& table, const std::string& root,
                                                 uint64_t sequence, uint32_t shard,
-                                                snapshot_kind kind) {
+                                                snapshot_kind kind, env& e) {
   const bool incremental = kind == snapshot_kind::incremental;
   const uint64_t parent = incremental ? table.snapshot_sequence() : 0;
   if (incremental && parent == 0)
@@ -104,15 +105,14 @@ result<snapshot_file_info> snapshot_write_shard(embedding_table& table, const st
     return make_model_error("snapshot " + std::to_string(sequence) + ": sequence must exceed the table's last ("
                             + std::to_string(table.snapshot_sequence()) + ")");
   std::string dir = snapshot_dir(root, sequence);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return make_model_error(dir + ": cannot create snapshot directory: " + ec.message());
+  if (auto made = e.create_dirs(dir); !made)
+    return make_model_error(dir + ": cannot create snapshot directory: " + io_cause(made.error()));
 
   snapshot_file_info info;
   info.name = shard_file_name(shard);
   info.shard = shard;
   info.rows = incremental ? table.changed_rows() : table.size();
-  snapshot_file_writer w((fs::path(dir) / info.name).string());
+  snapshot_file_writer w((fs::path(dir) / info.name).string(), e);
   {
     capnp::MallocMessageBuilder mb;
     auto h = mb.initRoot<schema::SnapshotHeader>();
@@ -148,7 +148,7 @@ result<snapshot_file_info> snapshot_write_shard(embedding_table& table, const st
 
 result<ok_t> snapshot_write_manifest(const std::string& root, uint64_t sequence, uint64_t parent,
                                      const embedding_options& options,
-                                     std::span<const snapshot_file_info> files) {
+                                     std::span<const snapshot_file_info> files, env& e) {
   capnp::MallocMessageBuilder mb;
   auto m = mb.initRoot<schema::SnapshotManifest>();
   m.setSequence(sequence);
@@ -163,7 +163,7 @@ result<ok_t> snapshot_write_manifest(const std::string& root, uint64_t sequence,
     f.setBytes(files[i].bytes);
     f.setChecksum(files[i].checksum);
   }
-  snapshot_file_writer w((fs::path(snapshot_dir(root, sequence)) / "MANIFEST").string());
+  snapshot_file_writer w((fs::path(snapshot_dir(root, sequence)) / "MANIFEST").string(), e);
   append_message(w, mb);
   auto written = w.finish();
   if (!written) return make_model_error(written.error());
@@ -171,27 +171,28 @@ result<ok_t> snapshot_write_manifest(const std::string& root, uint64_t sequence,
 }
 
 result<ok_t> snapshot_write(std::span<embedding_table* const> tables, const std::string& root,
-                            uint64_t sequence, snapshot_kind kind) {
+                            uint64_t sequence, snapshot_kind kind, env& e) {
   if (tables.empty()) return make_model_error("snapshot: no tables");
   uint64_t parent = kind == snapshot_kind::full ? 0 : tables[0]->snapshot_sequence();
   std::vector<snapshot_file_info> files;
   for (size_t k = 0; k < tables.size(); ++k) {
     if (kind == snapshot_kind::incremental && tables[k]->snapshot_sequence() != parent)
       return make_model_error("snapshot " + std::to_string(sequence) + ": shards disagree on the parent");
-    auto info = snapshot_write_shard(*tables[k], root, sequence, static_cast<uint32_t>(k), kind);
+    auto info = snapshot_write_shard(*tables[k], root, sequence, static_cast<uint32_t>(k), kind, e);
     if (!info) return make_model_error(info.error());
     files.push_back(std::move(info.value()));
   }
-  return snapshot_write_manifest(root, sequence, parent, tables[0]->options(), files);
+  return snapshot_write_manifest(root, sequence, parent, tables[0]->options(), files, e);
 }
 
-std::vector<uint64_t> snapshot_list(const std::string& root) {
+std::vector<uint64_t> snapshot_list(const std::string& root, env& e) {
   std::vector<uint64_t> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    auto name = e.path().filename().string();
+  auto names = e.list_dir(root);
+  if (!names) return out;
+  for (const auto& name : names.value()) {
     unsigned long long seq = 0;
-    if (std::sscanf(name.c_str(), "snap-%llu", &seq) == 1 && fs::exists(e.path() / "MANIFEST"))
+    if (std::sscanf(name.c_str(), "snap-%llu", &seq) == 1
+        && e.exists((fs::path(root) / name / "MANIFEST").string()))
       out.push_back(seq);
   }
   std::sort(out.begin(), out.end());

@@ -8,7 +8,7 @@
 // shards can restore what any number wrote (resharding 4 -> 3 passes each new shard
 // `partition_map::shard_of(id) == k`). Every file's size and checksum are checked against its
 // trailer and the manifest before it is parsed; any error names the file and what was wrong, and
-// leaves the table empty.
+// leaves the table empty. Files go through the env given (models/env.hpp), default_env() unless.
 // Threading: these functions use the table they are given from the calling thread only (the
 // table's owner); distinct tables may be written from distinct threads, then the manifest once.
 #pragma once
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "models/embedding/embedding_table.hpp"
+#include "models/env.hpp"
 #include "models/result.hpp"
 
 namespace satrap {
@@ -49,25 +50,28 @@ std::string snapshot_dir(const std::string& root, uint64_t sequence);
 // previous snapshot of this table (its parent). On success the table is marked at `sequence`.
 result<snapshot_file_info> snapshot_write_shard(embedding_table& table, const std::string& root,
                                                 uint64_t sequence, uint32_t shard,
-                                                snapshot_kind kind);
+                                                snapshot_kind kind, env& e = default_env());
 // Writes the manifest: from here on snapshot `sequence` is complete. parent: 0 for a full one.
 result<ok_t> snapshot_write_manifest(const std::string& root, uint64_t sequence, uint64_t parent,
                                      const embedding_options& options,
-                                     std::span<const snapshot_file_info> files);
+                                     std::span<const snapshot_file_info> files,
+                                     env& e = default_env());
 // Every shard's file (shard k = tables[k]), then the manifest.
 result<ok_t> snapshot_write(std::span<embedding_table* const> tables, const std::string& root,
-                            uint64_t sequence, snapshot_kind kind);
+                            uint64_t sequence, snapshot_kind kind, env& e = default_env());
 
 // Sequences of the complete snapshots under root (with a manifest), ascending.
-std::vector<uint64_t> snapshot_list(const std::string& root);
+std::vector<uint64_t> snapshot_list(const std::string& root, env& e = default_env());
 
 // The parent of complete snapshot `sequence` (0: it is full), from its checked MANIFEST.
-result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence);
+result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence,
+                                 env& e = default_env());
 
 using snapshot_keep = std::function<bool(uint64_t id)>;
 // Loads snapshot `sequence` and its parents into `table` (which must be empty), keeping the ids
 // keep(id) accepts (all when keep is empty). The table is then marked at `sequence`.
 result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const std::string& root,
-                                                uint64_t sequence, const snapshot_keep& keep = {});
+                                                uint64_t sequence, const snapshot_keep& keep = {},
+                                                env& e = default_env());
 
 }  // namespace satrap

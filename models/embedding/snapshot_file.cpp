@@ -1,14 +1,8 @@
 #include "models/embedding/snapshot_file.hpp"
 #include "models/assert.hpp"
+#include "models/io_cause.hpp"
 
-#include <cassert>
-#include <cerrno>
 #include <cstring>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "models/embedding/id_map.hpp"
 
@@ -45,33 +39,29 @@ uint64_t checksum64::finish() const {
   return mix64(h ^ (words_ * p1));
 }
 
-snapshot_file_writer::snapshot_file_writer(std::string path)
-    : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) errno_ = errno;
+snapshot_file_writer::snapshot_file_writer(std::string path, env& e)
+    : env_(e), path_(std::move(path)), tmp_(path_ + ".tmp") {
+  auto out = env_.open_writable(tmp_);
+  if (out)
+    out_ = std::move(out.value());
+  else
+    error_ = out.error();
 }
 
 snapshot_file_writer::~snapshot_file_writer() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
+  if (out_) {  // never finished: the temporary goes
+    (void)out_->close();
+    (void)env_.remove_file(tmp_);
   }
 }
 
 bool snapshot_file_writer::append(const void* data, size_t bytes) {
-  if (fd_ < 0 || errno_ != 0) return false;
+  if (!out_ || !error_.empty()) return false;
   sum_.add(data, bytes);
   length_ += bytes;
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd_, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      errno_ = n < 0 ? errno : EIO;
-      return false;
-    }
-    p += n;
-    bytes -= static_cast<size_t>(n);
+  if (auto r = out_->append(data, bytes); !r) {
+    error_ = r.error();
+    return false;
   }
   return true;
 }
@@ -79,47 +69,41 @@ bool snapshot_file_writer::append(const void* data, size_t bytes) {
 result<snapshot_file_written> snapshot_file_writer::finish() {
   snapshot_file_written out{length_ + 24, sum_.finish()};
   uint64_t trailer[3] = {trailer_magic, length_, out.checksum};
-  if (fd_ >= 0 && errno_ == 0) {
-    const auto* p = reinterpret_cast<const char*>(trailer);
-    if (::write(fd_, p, sizeof trailer) != static_cast<ssize_t>(sizeof trailer)) errno_ = errno ? errno : EIO;
-  }
-  if (fd_ >= 0 && errno_ == 0 && ::fsync(fd_) != 0) errno_ = errno;
-  if (fd_ >= 0 && ::close(fd_) != 0 && errno_ == 0) errno_ = errno;
-  fd_ = -1;
-  if (errno_ == 0 && ::rename(tmp_.c_str(), path_.c_str()) != 0) errno_ = errno;
-  if (errno_ != 0) {
-    ::unlink(tmp_.c_str());
-    return make_model_error(path_ + ": cannot write snapshot file: " + std::strerror(errno_));
+  auto step = [&](result<ok_t> r) {
+    if (!r && error_.empty()) error_ = r.error();
+  };
+  if (out_ && error_.empty()) step(out_->append(trailer, sizeof trailer));
+  if (out_ && error_.empty()) step(out_->sync());
+  if (out_) step(out_->close());
+  bool opened = out_ != nullptr;
+  out_.reset();
+  if (error_.empty()) step(env_.rename(tmp_, path_));
+  if (!error_.empty()) {
+    if (opened) (void)env_.remove_file(tmp_);
+    return make_model_error(path_ + ": cannot write snapshot file: " + io_cause(error_));
   }
   return out;
 }
 
 result<mapped_file> mapped_file::open(const std::string& path, uint64_t expect_bytes,
-                                      uint64_t expect_checksum) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_model_error(path + ": cannot open snapshot file: " + std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  auto size = static_cast<uint64_t>(st.st_size);
-  if (expect_bytes != 0 && size != expect_bytes) {
-    ::close(fd);
+                                      uint64_t expect_checksum, env& e) {
+  auto view = e.open_view(path);
+  if (!view)
+    return make_model_error(path + ": cannot open snapshot file: " + io_cause(view.error()));
+  auto size = static_cast<uint64_t>(view.value()->size());
+  if (expect_bytes != 0 && size != expect_bytes)
     return make_model_error(path + ": truncated or overwritten: " + std::to_string(size)
                             + " bytes, the manifest says " + std::to_string(expect_bytes));
-  }
-  if (size < 24 || size % 8 != 0) {
-    ::close(fd);
+  if (size < 24 || size % 8 != 0)
     return make_model_error(path + ": truncated: " + std::to_string(size)
                             + " bytes is not a whole snapshot file (no trailer)");
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (base == MAP_FAILED) return make_model_error(path + ": cannot map: " + std::strerror(errno));
   mapped_file f;
-  f.base_ = base;
+  f.view_ = std::move(view.value());
+  const auto* base = f.view_->data();
   f.size_ = size;
   f.payload_ = size - 24;
   uint64_t trailer[3];
-  std::memcpy(trailer, static_cast<const char*>(base) + f.payload_, sizeof trailer);
+  std::memcpy(trailer, base + f.payload_, sizeof trailer);
   if (trailer[0] != trailer_magic || trailer[1] != f.payload_)
     return make_model_error(path + ": truncated or corrupted: no valid trailer at the end of its "
                             + std::to_string(size) + " bytes");
@@ -133,27 +117,6 @@ result<mapped_file> mapped_file::open(const std::string& path, uint64_t expect_b
     return make_model_error(path + ": checksum " + hex(f.checksum_) + " differs from the manifest's "
                             + hex(expect_checksum) + " (file replaced after the snapshot)");
   return f;
-}
-
-mapped_file::mapped_file(mapped_file&& o) noexcept
-    : base_(o.base_), size_(o.size_), payload_(o.payload_), checksum_(o.checksum_) {
-  o.base_ = nullptr;
-}
-
-mapped_file& mapped_file::operator=(mapped_file&& o) noexcept {
-  if (this != &o) {
-    if (base_) ::munmap(base_, size_);
-    base_ = o.base_;
-    size_ = o.size_;
-    payload_ = o.payload_;
-    checksum_ = o.checksum_;
-    o.base_ = nullptr;
-  }
-  return *this;
-}
-
-mapped_file::~mapped_file() {
-  if (base_) ::munmap(base_, size_);
 }
 
 }  // namespace satrap

@@ -291,7 +291,7 @@ TEST_CASE("admin: an embedded admin runs a job to its result - the table goes th
   ac.version = "v";
   ac.token = "token";
   ac.state_dir = "/state";
-  ac.files = &files;
+  ac.environment = &files;
   ac.embedded.on = true;
   auto admin = spawn_admin(sys, ac);
   auto spec = job_spec_defaults();

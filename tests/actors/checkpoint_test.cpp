@@ -1,6 +1,6 @@
-// Consistent checkpoints and resuming from them (actors/job_supervisor/job_checkpoint.hpp), and
+// Consistent checkpoints and resuming from them (models/checkpoint/job_checkpoint.hpp), and
 // the restart intensity rule of the job supervisor.
-#include "actors/job_supervisor/job_checkpoint.hpp"
+#include "models/checkpoint/job_checkpoint.hpp"
 #include "actors/embedded_job.hpp"
 #include "actors/node_agent/node_agent.hpp"
 #include "runtime/restart_intensity.hpp"
@@ -264,8 +264,10 @@ TEST_CASE("a damaged dense state is refused with the file named") {
   }
   auto dense = checkpoint_read_dense(dir, **latest);
   REQUIRE(!dense);
-  CHECK(error_text(dense.error()).find("checksum") != std::string::npos);
-  CHECK(error_text(dense.error()).find((*latest)->dense_file) != std::string::npos);
+  auto err = make_error(dense.failure());  // as the supervisor sees it: io_failure
+  CHECK(errc_of(err, errc::invalid_config) == errc::io_failure);
+  CHECK(error_text(err).find("checksum") != std::string::npos);
+  CHECK(error_text(err).find((*latest)->dense_file) != std::string::npos);
 }
 
 TEST_CASE("a checkpoint manifest naming a dense file outside its folder is refused") {
@@ -289,7 +291,9 @@ TEST_CASE("a checkpoint manifest naming a dense file outside its folder is refus
   std::ofstream(tmp.path / name) << text;
   auto refused = checkpoint_latest(dir);
   REQUIRE(!refused);
-  CHECK(error_text(refused.error()).find("dense_file '../../elsewhere.bin' is not a file name")
+  auto err = make_error(refused.failure());  // a malformed manifest: invalid_config
+  CHECK(errc_of(err, errc::io_failure) == errc::invalid_config);
+  CHECK(error_text(err).find("dense_file '../../elsewhere.bin' is not a file name")
         != std::string::npos);
 }
 

@@ -6,7 +6,10 @@
 // and request timeouts run on its test clock, which only the simulator moves. The middleman is not
 // used: every "node" is a real node agent plus the actors it spawned, and a simulated node process
 // (register, heartbeats every cluster_timing.heartbeat_interval_ms) talking to a real admin, which
-// is the job's node directory for re-placement. The real job supervisor runs the job.
+// is the job's node directory for re-placement. The real job supervisor runs the job. Its files
+// (checkpoints, snapshots, audit ledgers) live in a memory_env (models/memory_env.hpp) of the
+// run: no fsync is paid, nothing is left on disk, and the disk can fail; its clocks move with
+// the test clock.
 //
 // Faults (drawn from the seed, printed with --seed S):
 //   crash   - an actor (shard, aggregator, loader, trainer) crashes before its N-th message;
@@ -15,7 +18,11 @@
 //   loss    - a node is lost: its agent and every actor it spawned end as unreachable, its
 //             heartbeats stop; it comes back (a new process) some seconds later;
 //   pause   - a node's heartbeats stop for a while (past the heartbeat timeout the admin calls it
-//             dead while its actors run on: a recovery in that time re-places without it).
+//             dead while its actors run on: a recovery in that time re-places without it);
+//   full    - the disk fills up at a step (no byte more fits): the next checkpoint write fails
+//             with ENOSPC;
+//   fsync   - the next 1-2 fsyncs fail with EIO (a checkpoint's shard file, manifest or dense
+//             state, whichever syncs next).
 // Not simulated: dropping a single reply (CAF's transport does not lose single messages: a lost
 // connection ends every actor behind it, which `loss` covers), a restart of the head (the admin's
 // job table lives on disk and the cluster tests cover it).
@@ -30,7 +37,12 @@
 //   reference_loss  - at staleness 0 with one trainer, the loss trajectory equals the plain
 //                     reference loop (models/reference_trainer), faults or not;
 //   result          - the result reports as many restarts as the supervisor began;
-//   replay          - (--seed) a second run of the seed gives the same trace digest.
+//   replay          - (--seed) a second run of the seed gives the same trace digest;
+//   disk            - as the real code does: a full disk (ENOSPC: no_resource) never restarts the
+//                     job; alone, it fails the job with the cause. A failed fsync (EIO:
+//                     io_failure) in a shard's snapshot restarts the job from the previous
+//                     checkpoint, in the supervisor's own files it fails the job; alone, the job
+//                     SUCCEEDED after a restart or FAILED naming the checkpoint and the EIO.
 //
 // Usage: satrap_sim --seeds N [--first S]   runs seeds S..S+N-1 and ends with
 //          seeds=N failures=F first_failure=<seed or none> sim_steps=<messages handled>
@@ -40,6 +52,7 @@
 #include "actors/job_supervisor/job_supervisor.hpp"
 #include "actors/node_agent/node_agent.hpp"
 #include "actors/type_registry.hpp"
+#include "models/memory_env.hpp"
 #include "models/reference_trainer.hpp"
 #include "runtime/error.hpp"
 #include "spec/job_spec.hpp"
@@ -56,7 +69,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <cerrno>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,7 +78,6 @@
 #include <vector>
 
 using namespace satrap;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -101,6 +113,8 @@ struct digest {
 struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex> {
   int64_t staleness_violations = 0;
   int64_t restarts = 0;  // job_restarting events
+  std::vector<std::string> restart_events;  // their texts (with the reason)
+  int64_t failures_after_training = 0;      // job_failure_after_training events (not recovered)
   std::vector<std::string> errors;
   bool echo = false;
 
@@ -109,8 +123,12 @@ struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex
     std::string text(msg.payload.data(), msg.payload.size());
     if (text.rfind("staleness_violated", 0) == 0)
       ++staleness_violations;
-    if (text.rfind("job_restarting", 0) == 0)
+    if (text.rfind("job_restarting", 0) == 0) {
       ++restarts;
+      restart_events.push_back(text);
+    }
+    if (text.rfind("job_failure_after_training", 0) == 0)
+      ++failures_after_training;
     if (msg.level >= spdlog::level::err && errors.size() < 20)
       errors.push_back(text);
     if (echo)
@@ -124,7 +142,7 @@ struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex
 constexpr int sim_nodes = 3;
 
 struct fault {
-  enum kind_t { crash, stall, cut, loss, pause } kind;
+  enum kind_t { crash, stall, cut, loss, pause, full, fsync } kind;
   std::string role;     // crash, stall, cut: the role ("embedding_shard", ...)
   int32_t index = 0;    // its index
   int64_t nth = 0;      // crash: before its nth message; stall/loss/pause: at this sim step
@@ -139,6 +157,8 @@ struct fault {
       case cut: std::snprintf(buf, sizeof buf, "crash %s[%d] on its snapshot request (checkpoint cut)", role.c_str(), index); break;
       case loss: std::snprintf(buf, sizeof buf, "lose node n%d at step %lld, back after %lld ms", node, (long long)nth, (long long)length_ms); break;
       case pause: std::snprintf(buf, sizeof buf, "pause heartbeats of node n%d at step %lld for %lld ms", node, (long long)nth, (long long)length_ms); break;
+      case full: std::snprintf(buf, sizeof buf, "fill the disk at step %lld", (long long)nth); break;
+      case fsync: std::snprintf(buf, sizeof buf, "fail the next %d fsyncs from step %lld", index, (long long)nth); break;
     }
     return buf;
   }
@@ -169,6 +189,7 @@ struct sim_run {
   uint64_t trace_digest = 0;
   bool reference_checked = false;
   bool ledger_unreadable = false;  // the final shards' node was lost after the job's result
+  bool disk_fault_met = false;     // a write met the full disk or an fsync failed
 };
 
 void say(sim_run& run, const std::string& what, int64_t step, int64_t now_ms) {
@@ -260,6 +281,19 @@ std::vector<fault> draw_faults(sim_rng& rng) {
   return out;
 }
 
+// Disk faults, from a stream of their own (the jobs and other faults of the regression seeds
+// stay as they were): a fifth of the seeds get one, at a step.
+void draw_disk_fault(uint64_t seed, std::vector<fault>& faults) {
+  sim_rng rng{seed ^ 0xD15CFA175EEDull};
+  if (!rng.chance(0.2))
+    return;
+  fault f{};
+  f.kind = rng.chance(0.5) ? fault::full : fault::fsync;
+  f.nth = static_cast<int64_t>(rng.below(400));  // most runs take 300-900 steps
+  f.index = 1 + static_cast<int32_t>(rng.below(2));  // fsync: how many fail
+  faults.push_back(f);
+}
+
 // The test clock's schedule is protected; read its earliest entry through a member pointer taken
 // in a derived class (no copy, no cast of the object).
 struct clock_peek : caf::detail::test_actor_clock {
@@ -296,8 +330,15 @@ void exit_now(caf::scheduler::test_coordinator& sched, const caf::actor& a, caf:
 class simulation {
  public:
   simulation(sim_run& run, caf::actor_system& sys, caf::scheduler::test_coordinator& sched,
-             capture_sink& sink)
-    : run_(run), sys_(sys), sched_(sched), sink_(sink), rng_{run.seed * 0x2545F4914F6CDD1Dull + 1} {}
+             capture_sink& sink, memory_env& files)
+    : run_(run), sys_(sys), sched_(sched), sink_(sink), files_(files),
+      rng_{run.seed * 0x2545F4914F6CDD1Dull + 1} {}
+
+  // Moves the test clock and the files' clocks together.
+  void advance(std::chrono::milliseconds by) {
+    sched_.advance_time(by);
+    files_.advance(by);
+  }
 
   int64_t now_ms() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -309,6 +350,7 @@ class simulation {
     node_agent_config c;
     c.node = "n" + std::to_string(i);
     c.audit = true;
+    c.environment = &files_;
     c.on_spawn = [this, i](const caf::actor& a, const char* role, int32_t index) {
       auto* job = dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(a));
       by_job_[job] = actors_.size();
@@ -390,6 +432,14 @@ class simulation {
         say(run_, f.text(), run_.sim_steps, now_ms());
         nodes_[static_cast<size_t>(f.node)].paused_until_ms = now_ms() + f.length_ms;
         f.done = true;
+      } else if (f.kind == fault::full) {
+        say(run_, f.text(), run_.sim_steps, now_ms());
+        files_.set_capacity(files_.used_bytes());
+        f.done = true;
+      } else if (f.kind == fault::fsync) {
+        say(run_, f.text(), run_.sim_steps, now_ms());
+        files_.fail_syncs(f.index);
+        f.done = true;
       }
     }
     for (int32_t i = 0; i < sim_nodes; ++i) {
@@ -452,6 +502,7 @@ class simulation {
     c.placement = job_placement_of(*plan);
     c.cluster = manifest_;
     c.directory = caf::actor_cast<node_directory_actor>(admin_);
+    c.environment = &files_;
     auto sup = spawn_job_supervisor(sys_, c);
     // The client: asks the supervisor to run the job and keeps the answer.
     sys_.spawn([this, sup](caf::event_based_actor* self) {
@@ -489,7 +540,7 @@ class simulation {
         if (run_.trace && std::getenv("SATRAP_SIM_DEBUG"))
           std::fprintf(stderr, "  idle t=%lld -> %lld (jobs %zu)\n", (long long)now_ms(),
                        (long long)next, sched_.jobs.size());
-        sched_.advance_time(std::chrono::milliseconds(next - now_ms()));
+        advance(std::chrono::milliseconds(next - now_ms()));
         d.add(static_cast<uint64_t>(now_ms()));
         ++run_.sim_steps;  // idle steps count, so step-timed faults still fire
         continue;
@@ -525,7 +576,7 @@ class simulation {
       // Each message takes 0..2 ms of simulated time: heartbeats and timeouts interleave.
       auto dt = rng_.below(3);
       if (dt > 0)
-        sched_.advance_time(std::chrono::milliseconds(dt));
+        advance(std::chrono::milliseconds(dt));
     }
     run_.sim_ms = now_ms();
     if (!run_.ended)
@@ -614,6 +665,7 @@ class simulation {
   caf::actor_system& sys_;
   caf::scheduler::test_coordinator& sched_;
   capture_sink& sink_;
+  memory_env& files_;
   sim_rng rng_;
   manifest manifest_;
   caf::actor admin_;
@@ -657,16 +709,43 @@ std::vector<double> reference_losses(const job_spec& spec) {
   return reference_train(synthetic_generator(spec.data.synthetic), ref).batch_losses;
 }
 
-sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
+// The disk invariant (see the header): what the real code does with a full disk or a failed fsync.
+void check_disk(sim_run& run, const memory_env& files, const capture_sink& sink) {
+  bool alone = run.faults.size() == 1;
+  run.disk_fault_met = files.refused_writes() > 0 || files.failed_syncs() > 0;
+  bool failed = run.ended && !run.result;
+  auto has = [](const std::string& text, const char* what) {
+    return text.find(what) != std::string::npos;
+  };
+  const char* enospc = std::strerror(ENOSPC);
+  const char* eio = std::strerror(EIO);
+  for (auto& r : sink.restart_events)
+    if (has(r, enospc))
+      run.broken.push_back("disk: the job restarted after a full disk (a restart meets it again): " + r);
+  if (files.refused_writes() > 0 && alone && !(failed && has(run.failure, enospc)))
+    run.broken.push_back("disk: a write met a full disk, yet the job "
+                         + (failed ? "FAILED with: " + run.failure : std::string("did not fail with it")));
+  if (files.failed_syncs() > 0 && alone) {
+    // A shard's failed snapshot restarts the job, unless training had ended (then the result
+    // stands: job_failure_after_training).
+    bool retried = run.result && (run.result->restarts > 0 || sink.failures_after_training > 0);
+    bool named = failed && has(run.failure, "checkpoint at step") && has(run.failure, eio);
+    if (!retried && !named)
+      run.broken.push_back("disk: an fsync failed, yet the job neither restarted and succeeded nor "
+                           "failed naming the checkpoint: "
+                           + (failed ? run.failure : std::string("restarts=0")));
+  }
+}
+
+sim_run run_seed(uint64_t seed, bool trace, const std::string& work) {
   sim_run run;
   run.seed = seed;
   run.trace = trace;
   sim_rng rng{seed};
-  auto dir = work / ("seed-" + std::to_string(seed));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  run.spec = sim_job(rng, dir.string());
+  memory_env files;  // the run's disk: checkpoints, snapshots and ledgers, in memory
+  run.spec = sim_job(rng, work + "/seed-" + std::to_string(seed));
   run.faults = draw_faults(rng);
+  draw_disk_fault(seed, run.faults);
   sim_timing(seed, run.spec);
   if (auto err = job_spec_finalize(run.spec)) {
     run.broken.push_back("setup: " + error_text(err));
@@ -682,12 +761,13 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
     caf::actor_system sys{cfg};
     auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
     sched.clock().current_time += std::chrono::hours(1);
-    simulation sim(run, sys, sched, *sink);
+    simulation sim(run, sys, sched, *sink, files);
     sim.run();
   }
   if (sink->staleness_violations > 0)
     run.broken.push_back("staleness: " + std::to_string(sink->staleness_violations)
                          + " staleness_violated events (all generations)");
+  check_disk(run, files, *sink);
   bool faulted = !run.faults.empty();
   if (run.result && run.result->restarts != sink->restarts)
     run.broken.push_back("result: the supervisor began " + std::to_string(sink->restarts)
@@ -717,7 +797,6 @@ sim_run run_seed(uint64_t seed, bool trace, const fs::path& work) {
         }
     }
   }
-  fs::remove_all(dir, ec);
   return run;
 }
 
@@ -751,7 +830,7 @@ void print_run(const sim_run& run) {
 int main(int argc, char** argv) {
   int64_t seeds = -1, first = 1, one = -1;
   bool trace = false;
-  std::string work = (fs::temp_directory_path() / ("satrap-sim-" + std::to_string(::getpid()))).string();
+  std::string work = "/sim";  // a folder of each run's memory_env (nothing is written to disk)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* what) -> int64_t {
@@ -784,8 +863,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   openblas_set_num_threads(1);
-  std::error_code ec;
-  fs::create_directories(work, ec);
   int rc = 0;
   if (one >= 0) {
     auto a = run_seed(static_cast<uint64_t>(one), trace, work);
@@ -799,7 +876,7 @@ int main(int argc, char** argv) {
     rc = rc || !a.broken.empty();
   } else {
     int64_t failures = 0, steps = 0, injected = 0, restarts = 0, failed = 0, succeeded = 0,
-            checkpoints = 0, replayed = 0, reference = 0, unreadable = 0;
+            checkpoints = 0, replayed = 0, reference = 0, unreadable = 0, disk = 0;
     std::string first_failure = "none";
     for (int64_t s = first; s < first + seeds; ++s) {
       auto r = run_seed(static_cast<uint64_t>(s), false, work);
@@ -807,6 +884,7 @@ int main(int argc, char** argv) {
       injected += static_cast<int64_t>(r.injected.size());
       reference += r.reference_checked;
       unreadable += r.ledger_unreadable;
+      disk += r.disk_fault_met;
       if (r.result) {
         ++succeeded;
         restarts += r.result->restarts;
@@ -824,14 +902,13 @@ int main(int argc, char** argv) {
     }
     std::printf("jobs_succeeded=%lld jobs_failed=%lld faults_injected=%lld restarts=%lld "
                 "checkpoints=%lld batches_replayed=%lld reference_checked=%lld "
-                "ledgers_unreadable=%lld\n",
+                "ledgers_unreadable=%lld disk_faults_met=%lld\n",
                 (long long)succeeded, (long long)failed, (long long)injected, (long long)restarts,
                 (long long)checkpoints, (long long)replayed, (long long)reference,
-                (long long)unreadable);
+                (long long)unreadable, (long long)disk);
     std::printf("seeds=%lld failures=%lld first_failure=%s sim_steps=%lld\n", (long long)seeds,
                 (long long)failures, first_failure.c_str(), (long long)steps);
     rc = failures > 0;
   }
-  fs::remove_all(work, ec);
   return rc;
 }

@@ -9,15 +9,20 @@
 // A checkpoint at step c holds every step < c applied and nothing of a later one (the trainers'
 // cut). Loaders need no state of their own: batch numbers are read positions, so step c is where
 // they resume.
+// Errors are models' results: an I/O failure's message carries strerror's text (callers above
+// models/ turn it into a caf::error with runtime/error.hpp's make_error(model_error): disk full or
+// a read-only folder -> no_resource, else io_failure); a malformed manifest is bad_input
+// (-> invalid_config). Every file operation goes through the env given (models/env.hpp).
 // Threading: plain functions; the job supervisor calls them from its actor.
 #pragma once
 
-#include "runtime/payload.hpp"
+#include "models/env.hpp"
+#include "models/result.hpp"
 
-#include <caf/expected.hpp>
-
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,13 +48,16 @@ std::string checkpoint_embedding_root(const std::string& dir);
 
 // The newest complete checkpoint of `dir` (none: nullopt); an error when the newest manifest
 // is unreadable or its dense file does not match it.
-caf::expected<std::optional<checkpoint_meta>> checkpoint_latest(const std::string& dir);
+result<std::optional<checkpoint_meta>> checkpoint_latest(const std::string& dir,
+                                                         env& e = default_env());
 
-// Writes dense-<seq>.bin and fills meta's dense_file, dense_bytes and dense_checksum.
-caf::error checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
-                                  const capnp_payload& state);
+// Writes dense-<seq>.bin (state: a flat Cap'n Proto message, a whole number of 8-byte words) and
+// fills meta's dense_file, dense_bytes and dense_checksum.
+result<ok_t> checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
+                                    std::span<const char> state, env& e = default_env());
 // Writes checkpoint-<seq>.json atomically (a temporary file renamed): the commit point.
-caf::error checkpoint_write_meta(const std::string& dir, const checkpoint_meta& meta);
+result<ok_t> checkpoint_write_meta(const std::string& dir, const checkpoint_meta& meta,
+                                   env& e = default_env());
 // Retention (checkpoint.keep): deletes what the newest `keep` complete checkpoints do not need.
 // Kept: every file of a checkpoint at or after the newest complete one (a later one may be being
 // written), the newest `keep` complete checkpoints, and every embedding snapshot an incremental
@@ -62,10 +70,11 @@ struct checkpoint_prune_stats {
   int64_t snapshots_removed = 0;     // embedding snapshot folders deleted
   uint64_t bytes_freed = 0;
 };
-caf::expected<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t keep);
+result<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t keep,
+                                                env& e = default_env());
 
 // The dense state of `meta`, checked against its size and checksum.
-caf::expected<capnp_payload> checkpoint_read_dense(const std::string& dir,
-                                                   const checkpoint_meta& meta);
+result<std::vector<char>> checkpoint_read_dense(const std::string& dir, const checkpoint_meta& meta,
+                                                env& e = default_env());
 
 }  // namespace satrap
