@@ -68,7 +68,7 @@ caf::error check_token(self_ptr self, const char* what, const std::string& token
 using namespace admin_detail;
 
 admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
-  return sys.spawn([config](self_ptr self) -> admin_actor::behavior_type {
+  return caf::actor_cast<admin_actor>(sys.spawn([config](self_ptr self) -> admin_impl_actor::behavior_type {
     auto& st = self->state;
     st.config = config;
     jobs_load(st);
@@ -169,7 +169,7 @@ admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config) {
         return true;
       },
     };
-  });
+  }));
 }
 
 }  // namespace satrap

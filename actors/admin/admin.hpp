@@ -93,7 +93,6 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
   caf::replies_to<ready_atom>::with<bool, std::string>,  // every node alive? / who is missing
   caf::reacts_to<progress_atom, std::string, job_progress, uint64_t>,   // from its observer (key)
-  caf::reacts_to<tick_atom, uint64_t>,                                 // its own tick (key)
   // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
   // token, node, restarts, why.
   caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>,

@@ -98,8 +98,11 @@ void job_parse_spec(job_record& j);
 
 namespace admin_detail {
 
+// The admin's own timer tick, which no other actor sends (it carries a key drawn at spawn): not on
+// the public handle (admin.hpp).
+using admin_impl_actor = admin_actor::extend<caf::reacts_to<tick_atom, uint64_t>>;
 // The admin's implementation: stateful, and deaf to exit messages from other processes.
-using admin_impl = exit_guard<caf::stateful_actor<admin_state, admin_actor::base>>;
+using admin_impl = exit_guard<caf::stateful_actor<admin_state, admin_impl_actor::base>>;
 using self_ptr = admin_impl*;
 
 // admin.cpp: the behaviour and its checks.
