@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 // Loads `dir` beside the current version and swaps it in. "" or why not.
 std::string model_server::impl::load(const std::string& dir) {
   std::lock_guard lk(reload_mu);
-  auto started = clock_type::now();
+  auto started = options.environment->steady_now();
   auto m = exported_model::open(dir);
   if (!m) {
     ++reload_failures;
@@ -34,7 +34,8 @@ std::string model_server::impl::load(const std::string& dir) {
   }
   if (old)
     ++reloads;
-  auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - started).count();
+  auto ms =
+    std::chrono::duration<double, std::milli>(options.environment->steady_now() - started).count();
   spdlog::info("model_loaded name={} version={} rows={} mapped_bytes={} ms={:.1f} dir={}",
                v->model->meta().name, v->model->meta().version, v->model->rows(),
                v->model->mapped_bytes(), ms, dir);

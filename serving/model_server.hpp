@@ -21,6 +21,8 @@
 // Threading: start/stop from one thread; handlers and workers are internal threads.
 #pragma once
 
+#include "models/env.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -42,6 +44,7 @@ struct model_server_options {
   size_t max_instances = 4096;                       // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};      // a slow client is cut off after this
+  env* environment = &default_env();                 // the clock of load times and latencies
 };
 
 class model_server {

@@ -95,7 +95,7 @@ http_response model_server::impl::predict(const http_request& req, const std::st
   auto p = std::make_shared<pending_request>();
   p->version = v;
   p->input = std::move(in);
-  p->enqueued = clock_type::now();
+  p->enqueued = options.environment->steady_now();
   auto done = p->done.get_future();
   {
     std::lock_guard lk(mu);

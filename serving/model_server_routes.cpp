@@ -44,11 +44,12 @@ std::string model_server::impl::metrics_text() const {
 }
 
 http_response model_server::impl::handle(const http_request& req) {
-  auto started = clock_type::now();
+  auto started = options.environment->steady_now();
   auto res = route(req);
   if (req.path.rfind("/v1/models/", 0) == 0 && req.method == "POST")
-    latency.observe(std::chrono::duration<double>(clock_type::now() - started).count(),
-                    latency_bounds);
+    latency.observe(
+      std::chrono::duration<double>(options.environment->steady_now() - started).count(),
+      latency_bounds);
   return res;
 }
 
