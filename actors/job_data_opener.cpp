@@ -5,7 +5,9 @@
 
 namespace satrap {
 
-bool job_data_open_blocks(const job_spec& spec) { return spec.data.source != data_source::synthetic; }
+bool job_data_open_blocks(const job_spec& spec) {
+  return spec.data.source != data_source::synthetic;
+}
 
 caf::actor spawn_job_data_opener(caf::actor_system& sys, job_spec spec) {
   return sys.spawn<caf::detached>([spec = std::move(spec)](caf::event_based_actor* self) {

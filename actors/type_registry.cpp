@@ -38,7 +38,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_record>("satrap::job_record");
   cfg.add_message_type<std::vector<job_record>>("std::vector<satrap::job_record>");
   cfg.add_message_type<job_progress>("satrap::job_progress");
-  cfg.add_message_type<std::vector<embedding_shard_actor>>("std::vector<satrap::embedding_shard_actor>");
+  cfg.add_message_type<std::vector<embedding_shard_actor>>(
+    "std::vector<satrap::embedding_shard_actor>");
   cfg.add_message_type<std::vector<gradient_aggregator_actor>>(
     "std::vector<satrap::gradient_aggregator_actor>");
   cfg.add_message_type<std::vector<data_loader_actor>>("std::vector<satrap::data_loader_actor>");

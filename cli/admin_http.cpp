@@ -48,8 +48,11 @@ http_response head_http_control(caf::actor_system& sys, const admin_actor& admin
   };
   if (action == "cancel")
     self->request(admin, ms(cli_timing::cancel_request_ms), cancel_atom::value, token, id)
-      .receive([&](job_record& j) { r = {200, "application/json", job_record_json(j).dump()}; },
-               refused);
+      .receive(
+        [&](job_record& j) {
+          r = {200, "application/json", job_record_json(j).dump()};
+        },
+        refused);
   else
     self->request(admin, ms(cli_timing::checkpoint_request_ms), checkpoint_atom::value, token, id)
       .receive(
@@ -90,8 +93,13 @@ http_response admin_http(caf::actor_system& sys, const admin_actor& admin,
   http_response r;
   auto ask = [&](auto atom, const char* type) {
     self->request(admin, ms(cli_timing::status_request_ms), atom)
-      .receive([&](std::string& body) { r = {200, type, std::move(body)}; },
-               [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
+      .receive(
+        [&](std::string& body) {
+          r = {200, type, std::move(body)};
+        },
+        [&](caf::error& e) {
+          r = {503, "text/plain", error_text(e) + "\n"};
+        });
   };
   if (path == "/status") {
     ask(status_atom::value, "application/json");
@@ -109,7 +117,9 @@ http_response admin_http(caf::actor_system& sys, const admin_actor& admin,
                ready ? "ready pid=" + std::to_string(::getpid()) + "\n"
                      : "waiting for nodes: " + waiting + "\n"};
         },
-        [&](caf::error& e) { r = {503, "text/plain", error_text(e) + "\n"}; });
+        [&](caf::error& e) {
+          r = {503, "text/plain", error_text(e) + "\n"};
+        });
   } else {
     r = {404, "text/plain", "not found: try / (the dashboard) /status /metrics /healthz /readyz\n"};
   }

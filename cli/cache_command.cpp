@@ -32,15 +32,18 @@ std::string age(int64_t s) {
 }  // namespace
 
 void cache_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("cache", "List or delete the converted data sets of the data cache "
-                                     "(data.cache_dir)");
+  sub_ = app.add_subcommand("cache",
+                            "List or delete the converted data sets of the data cache "
+                            "(data.cache_dir)");
   sub_->require_subcommand(1);
   auto dir_help = "the cache folder (default: data.cache_dir's default, $TMPDIR/satrap-cache)";
-  list_ = sub_->add_subcommand("list", "List satrap's data sets in the cache folder: size, files, "
-                                       "last use, and whether a job holds one now");
+  list_ = sub_->add_subcommand("list",
+                               "List satrap's data sets in the cache folder: size, files, "
+                               "last use, and whether a job holds one now");
   list_->add_option("--cache-dir", cache_dir_, dir_help);
-  clean_ = sub_->add_subcommand("clean", "Delete satrap's data sets from the cache folder, except "
-                                         "those a running job holds; nothing else in the folder");
+  clean_ = sub_->add_subcommand("clean",
+                                "Delete satrap's data sets from the cache folder, except "
+                                "those a running job holds; nothing else in the folder");
   clean_->add_option("--cache-dir", cache_dir_, dir_help);
   clean_->add_flag("--dry-run", dry_run_, "only say what would be deleted");
 }
@@ -63,8 +66,9 @@ int cache_command::list() const {
     total += e.bytes;
     std::printf("%s  %10s  %-9s  used %s ago  %s\n", e.dir.c_str(), mib(e.bytes).c_str(),
                 e.in_use ? "in use" : (e.complete ? "idle" : "unfinished"), age(e.idle_s).c_str(),
-                e.complete ? (printable(e.files) + ", " + std::to_string(e.samples) + " samples").c_str()
-                           : "(a conversion, running or abandoned)");
+                e.complete
+                  ? (printable(e.files) + ", " + std::to_string(e.samples) + " samples").c_str()
+                  : "(a conversion, running or abandoned)");
   }
   std::printf("%zu data sets, %s in %s", l.entries.size(), mib(total).c_str(), cache_dir_.c_str());
   if (l.foreign > 0)
@@ -106,8 +110,7 @@ int cache_command::clean() const {
         std::printf("kept %s: a job is using it\n", e.dir.c_str());
         ++kept;
         break;
-      case cache_lock::outcome::gone:
-        break;
+      case cache_lock::outcome::gone: break;
     }
   }
   std::printf("%s %d data sets (%s), kept %d in use, in %s\n",

@@ -53,10 +53,10 @@ std::string openssl(const std::vector<std::string>& args, const std::string& dir
 std::string make_role(const manifest& m, const std::string& dir, const std::string& role) {
   auto key = dir + "/" + role + ".key", csr = dir + "/" + role + ".csr",
        pem = dir + "/" + role + ".pem", ext = dir + "/" + role + ".ext";
-  if (auto e = openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-nodes", "-keyout", key, "-out", csr, "-subj",
-                        "/O=satrap/OU=" + m.cluster + "/CN=" + role},
-                       dir);
+  if (auto e =
+        openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", key, "-out", csr, "-subj", "/O=satrap/OU=" + m.cluster + "/CN=" + role},
+                dir);
       !e.empty())
     return e;
   std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\n"
@@ -87,13 +87,18 @@ std::string make_cluster_certs(const manifest& m, const std::string& out, bool f
   ::chmod(out.c_str(), 0700);
   auto have = [&](const std::string& f) { return fs::exists(out + "/" + f); };
   if (!have("ca.pem")) {
-    if (auto e = openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                          "-nodes", "-keyout", out + "/ca.key", "-out", out + "/ca.pem", "-days",
-                          "3650", "-sha256", "-subj",
-                          "/O=satrap/OU=" + m.cluster + "/CN=satrap cluster " + m.cluster + " CA",
-                          "-addext", "basicConstraints=critical,CA:TRUE",
-                          "-addext", "keyUsage=critical,keyCertSign,cRLSign"},
-                         out);
+    if (auto e = openssl(
+          {"req",           "-x509",
+           "-newkey",       "ec",
+           "-pkeyopt",      "ec_paramgen_curve:P-256",
+           "-nodes",        "-keyout",
+           out + "/ca.key", "-out",
+           out + "/ca.pem", "-days",
+           "3650",          "-sha256",
+           "-subj",         "/O=satrap/OU=" + m.cluster + "/CN=satrap cluster " + m.cluster + " CA",
+           "-addext",       "basicConstraints=critical,CA:TRUE",
+           "-addext",       "keyUsage=critical,keyCertSign,cRLSign"},
+          out);
         !e.empty())
       return e;
     ::chmod((out + "/ca.key").c_str(), 0600);
@@ -120,12 +125,14 @@ std::string make_cluster_certs(const manifest& m, const std::string& out, bool f
 }
 
 void certs_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("certs", "Make the cluster's CA, one certificate per role (head, "
-                                     "each node, client) and the node tokens (mutual TLS; README "
-                                     "\"Security\"). Adds what is missing; --force makes all anew.");
+  sub_ = app.add_subcommand("certs",
+                            "Make the cluster's CA, one certificate per role (head, "
+                            "each node, client) and the node tokens (mutual TLS; README "
+                            "\"Security\"). Adds what is missing; --force makes all anew.");
   sub_->add_option("--manifest", manifest_file_, "node manifest")->required();
-  sub_->add_option("--out", out_, "folder for the files (default: the manifest's security.certs, "
-                                  "else .satrap/<cluster>/certs)");
+  sub_->add_option("--out", out_,
+                   "folder for the files (default: the manifest's security.certs, "
+                   "else .satrap/<cluster>/certs)");
   sub_->add_flag("--force", force_, "a new CA and new certificates and tokens (rotation)");
 }
 

@@ -114,8 +114,8 @@ int cluster_commands::run_submit() {
     if (!j)
       return fail("submit", j.error());
     if (j->state != last_state) {
-      std::fprintf(stderr, "%sjob %s %s%s%s\n", tty ? "\r" : "", id->c_str(), job_state_name(j->state),
-                   j->message.empty() ? "" : ": ", j->message.c_str());
+      std::fprintf(stderr, "%sjob %s %s%s%s\n", tty ? "\r" : "", id->c_str(),
+                   job_state_name(j->state), j->message.empty() ? "" : ": ", j->message.c_str());
       last_state = j->state;
     } else if (tty && j->state == job_state::running) {
       job_progress p;
@@ -130,11 +130,12 @@ int cluster_commands::run_submit() {
     if (job_state_final(j->state)) {
       if (tty)
         std::fprintf(stderr, "\n");
-      std::printf("job %s %s: test auc %s  oracle auc %s  logloss %s  %lld samples  %.0f "
-                  "samples/s\n",
-                  id->c_str(), job_state_name(j->state), fmt_auc(j->test_auc).c_str(),
-                  fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
-                  static_cast<long long>(j->samples), j->samples_per_sec);
+      std::printf(
+        "job %s %s: test auc %s  oracle auc %s  logloss %s  %lld samples  %.0f "
+        "samples/s\n",
+        id->c_str(), job_state_name(j->state), fmt_auc(j->test_auc).c_str(),
+        fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
+        static_cast<long long>(j->samples), j->samples_per_sec);
       if (json_)
         std::printf("%s\n", job_record_json(*j).dump().c_str());
       return j->state == job_state::succeeded ? 0 : 1;
@@ -159,8 +160,8 @@ int cluster_commands::run_jobs() {
       std::printf("%s\n", job_record_json(j).dump().c_str());
     else
       std::printf("%-6s %-20s %-10s %12lld %10s %10s  %s\n", j.id.c_str(), j.name.c_str(),
-                  job_state_name(j.state), static_cast<long long>(j.samples), fmt_auc(j.test_auc).c_str(),
-                  fmt_auc(j.oracle_auc).c_str(), j.message.c_str());
+                  job_state_name(j.state), static_cast<long long>(j.samples),
+                  fmt_auc(j.test_auc).c_str(), fmt_auc(j.oracle_auc).c_str(), j.message.c_str());
   }
   return 0;
 }

@@ -36,8 +36,8 @@ class cluster_commands final : public command {
   bool follow_ = false;
   bool json_ = false;
   int wait_s_ = 60;
-  std::string listen_;        // head: the status endpoint's bind address
-  std::string starts_file_;   // node: counts its starts (in a container's volume)
+  std::string listen_;       // head: the status endpoint's bind address
+  std::string starts_file_;  // node: counts its starts (in a container's volume)
   // supervise: restart intensity (at most max_restarts_ within period_s_) and backoff.
   int max_restarts_ = 5;
   int period_s_ = 60;

@@ -89,8 +89,8 @@ caf::expected<int64_t> node_restarts(const std::string& starts_file) {
   int64_t n = 0;
   if (auto* env = std::getenv("SATRAP_NODE_RESTARTS")) {
     if (!parse(env, n))
-      return make_error(errc::invalid_config, "SATRAP_NODE_RESTARTS: expected a count, got '"
-                                                + std::string(env) + "'");
+      return make_error(errc::invalid_config,
+                        "SATRAP_NODE_RESTARTS: expected a count, got '" + std::string(env) + "'");
     return n;
   }
   if (starts_file.empty())
@@ -104,8 +104,8 @@ caf::expected<int64_t> node_restarts(const std::string& starts_file) {
                                               + "'; remove the file to count again from 0");
   auto tmp = starts_file + ".tmp";
   if (std::ofstream out(tmp, std::ios::trunc); !(out << n + 1 << "\n"))
-    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot write "
-                                              + tmp + " (is its folder writable?)");
+    return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot write " + tmp
+                                              + " (is its folder writable?)");
   if (std::rename(tmp.c_str(), starts_file.c_str()) != 0)
     return make_error(errc::invalid_config, "--starts-file " + starts_file + ": cannot replace it");
   return n;
@@ -113,8 +113,11 @@ caf::expected<int64_t> node_restarts(const std::string& starts_file) {
 
 void cluster_config_setup(satrap_config& cfg) {
   using namespace std::chrono;
-  cfg.set("middleman.heartbeat-interval", caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_heartbeat_ms))});
-  cfg.set("middleman.connection-timeout", caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_connection_timeout_ms))});
+  cfg.set("middleman.heartbeat-interval",
+          caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_heartbeat_ms))});
+  cfg.set(
+    "middleman.connection-timeout",
+    caf::timespan{duration_cast<nanoseconds>(ms(cli_timing::middleman_connection_timeout_ms))});
 }
 
 std::string cluster_certs_dir(const manifest& m, const std::string& state_dir) {
@@ -126,9 +129,10 @@ std::string cluster_security_setup(satrap_config& cfg, const manifest& m,
   if (auto why = frame_limit_install(m.security.max_frame_bytes); !why.empty())
     return why;
   if (m.security.tls == tls_mode::off) {
-    spdlog::warn("tls_off cluster={} role={} note=\"security.tls is off: CAF connections are "
-                 "plaintext and unauthenticated; anyone who reaches a port can talk to it\"",
-                 m.cluster, role);
+    spdlog::warn(
+      "tls_off cluster={} role={} note=\"security.tls is off: CAF connections are "
+      "plaintext and unauthenticated; anyone who reaches a port can talk to it\"",
+      m.cluster, role);
     return "";
   }
   auto dir = cluster_certs_dir(m, state_dir);
@@ -160,9 +164,8 @@ caf::expected<admin_actor> head_connect(caf::actor_system& sys, const manifest& 
                  ? caf::openssl::remote_actor<admin_actor>(sys, m.head.host, m.head.port)
                  : sys.middleman().remote_actor<admin_actor>(m.head.host, m.head.port);
   if (!admin)
-    return make_error(errc::peer_failure, "cannot reach the head of cluster '" + m.cluster
-                                            + "' at " + m.head.host + ":"
-                                            + std::to_string(m.head.port) + ": "
+    return make_error(errc::peer_failure, "cannot reach the head of cluster '" + m.cluster + "' at "
+                                            + m.head.host + ":" + std::to_string(m.head.port) + ": "
                                             + error_text(admin.error()));
   return *admin;
 }
@@ -189,8 +192,8 @@ bool wait_for_stop_signal(int timeout_ms) {
     if (timeout_ms < 0) {
       got = sigwaitinfo(&set, nullptr);
     } else {
-      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    deadline - clock.steady_now()).count();
+      auto left =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clock.steady_now()).count();
       if (left < 0)
         left = 0;
       timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};

@@ -33,7 +33,6 @@
 #include <atomic>
 #include <thread>
 
-
 namespace fs = std::filesystem;
 
 namespace satrap {
@@ -45,7 +44,7 @@ namespace {
 // system's destructor waiting, so a head that failed to start used to hang there instead of
 // exiting (its SIGTERM blocked, see block_stop_signals).
 void stop_admin(caf::actor_system& sys, const admin_actor& admin) {
-  caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
+  caf::scoped_actor { sys } -> send_exit(admin, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
@@ -101,8 +100,9 @@ int cluster_commands::run_head() {
     return 1;
   }
   http_server http;
-  auto why = http.start(listen_.empty() ? listen : listen_, m->head.status_port,
-                        [&sys, admin](const http_request& req) { return admin_http(sys, admin, {}, req); });
+  auto why =
+    http.start(listen_.empty() ? listen : listen_, m->head.status_port,
+               [&sys, admin](const http_request& req) { return admin_http(sys, admin, {}, req); });
   if (!why.empty()) {
     std::cerr << "satrap head: status endpoint: " << why << "\n";
     stop_admin(sys, admin);
@@ -124,8 +124,8 @@ int cluster_commands::run_node() {
     std::cerr << "satrap node: " << error_text(m.error()) << "\n";
     return 2;
   }
-  auto spec = std::find_if(m->nodes.begin(), m->nodes.end(),
-                           [&](auto& n) { return n.name == node_name_; });
+  auto spec =
+    std::find_if(m->nodes.begin(), m->nodes.end(), [&](auto& n) { return n.name == node_name_; });
   if (spec == m->nodes.end()) {
     std::cerr << "satrap node: no node '" << node_name_ << "' in the manifest of cluster '"
               << m->cluster << "'\n";

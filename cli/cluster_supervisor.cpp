@@ -81,12 +81,12 @@ bool tell_head(const manifest& m, const std::string& dir, const std::string& tok
   }
   caf::scoped_actor self{sys};
   bool told = false;
-  self->request(*admin, ms(cli_timing::gave_up_request_ms), gave_up_atom::value, token, n.name, n.restarts,
-                why)
-    .receive([&](bool) { told = true; },
-             [&](caf::error& e) {
-               spdlog::warn("supervisor_head_refused error=\"{}\"", error_text(e));
-             });
+  self
+    ->request(*admin, ms(cli_timing::gave_up_request_ms), gave_up_atom::value, token, n.name,
+              n.restarts, why)
+    .receive(
+      [&](bool) { told = true; },
+      [&](caf::error& e) { spdlog::warn("supervisor_head_refused error=\"{}\"", error_text(e)); });
   return told;
 }
 
@@ -106,8 +106,8 @@ int cluster_commands::run_supervise() {
   std::vector<supervised_node> nodes;
   for (auto& n : m->nodes)
     if (host_is_local(n.host))
-      nodes.push_back(supervised_node{n.name, 0, 0,
-                                      restart_intensity(max_restarts_, std::chrono::seconds(period_s_))});
+      nodes.push_back(supervised_node{
+        n.name, 0, 0, restart_intensity(max_restarts_, std::chrono::seconds(period_s_))});
   if (nodes.empty()) {
     std::cerr << "satrap supervise: no node of cluster '" << m->cluster
               << "' has this host (127.0.0.1, localhost or its host name)\n";
@@ -115,8 +115,8 @@ int cluster_commands::run_supervise() {
   }
   block_stop_signals();
   auto start = [&](supervised_node& n) {
-    std::vector<std::string> args{"satrap", "node", "--name", n.name, "--manifest", path,
-                                  "--state-dir", dir, "--log-level", log_level_};
+    std::vector<std::string> args{"satrap", "node",        "--name", n.name,        "--manifest",
+                                  path,     "--state-dir", dir,      "--log-level", log_level_};
     if (!token_file_.empty()) {
       args.push_back("--token-file");
       args.push_back(fs::absolute(token_file_).string());
@@ -127,9 +127,10 @@ int cluster_commands::run_supervise() {
       spdlog::warn("supervisor_pid_file_failed name={} pid={}", n.name, n.pid);
     spdlog::info("supervisor_started_node name={} pid={} restarts={}", n.name, n.pid, n.restarts);
   };
-  spdlog::info("supervisor_started cluster={} nodes={} max_restarts={} period_s={} backoff_ms={} "
-               "backoff_max_ms={}",
-               m->cluster, nodes.size(), max_restarts_, period_s_, backoff_ms_, backoff_max_ms_);
+  spdlog::info(
+    "supervisor_started cluster={} nodes={} max_restarts={} period_s={} backoff_ms={} "
+    "backoff_max_ms={}",
+    m->cluster, nodes.size(), max_restarts_, period_s_, backoff_ms_, backoff_max_ms_);
   for (auto& n : nodes)
     start(n);
   for (;;) {
@@ -154,11 +155,11 @@ int cluster_commands::run_supervise() {
         tell_head(*m, dir, token, n, why);
         continue;
       }
-      auto delay = std::chrono::milliseconds(
-        std::min<int64_t>(backoff_max_ms_, int64_t{backoff_ms_} << std::min(n.intensity.recent(), 20)));
+      auto delay = std::chrono::milliseconds(std::min<int64_t>(
+        backoff_max_ms_, int64_t{backoff_ms_} << std::min(n.intensity.recent(), 20)));
       n.restart_at = now + delay;
-      spdlog::warn("supervisor_node_exited name={} pid={} how=\"{}\" restart_in_ms={}", n.name,
-                   pid, exit_text(status), delay.count());
+      spdlog::warn("supervisor_node_exited name={} pid={} how=\"{}\" restart_in_ms={}", n.name, pid,
+                   exit_text(status), delay.count());
     }
     auto now = clock_now();
     for (auto& n : nodes)

@@ -35,7 +35,6 @@
 #include <atomic>
 #include <thread>
 
-
 namespace fs = std::filesystem;
 
 namespace satrap {
@@ -77,8 +76,8 @@ int cluster_commands::run_up() {
     std::cerr << "satrap up: " << e << "\n";
     return 1;
   }
-  auto common = std::vector<std::string>{"--manifest", path, "--state-dir", dir, "--token-file",
-                                         token_path, "--log-level", log_level_};
+  auto common = std::vector<std::string>{"--manifest",   path,       "--state-dir", dir,
+                                         "--token-file", token_path, "--log-level", log_level_};
   auto launch = [&](std::vector<std::string> args, const std::string& name) {
     args.insert(args.begin(), "satrap");
     args.insert(args.end(), common.begin(), common.end());
@@ -121,7 +120,8 @@ int cluster_commands::run_up() {
       stop_started();
       return 1;
     }
-    auto r = http_get(m->head.host, m->head.status_port, "/readyz", static_cast<int>(cli_timing::ready_request_ms));
+    auto r = http_get(m->head.host, m->head.status_port, "/readyz",
+                      static_cast<int>(cli_timing::ready_request_ms));
     if (r.status == 200 && r.body != ours) {
       auto at = r.body.find("pid=");
       other = at == std::string::npos ? "one without a pid" : r.body.substr(at);

@@ -25,19 +25,28 @@ CLI::Validator line_count() {
 }  // namespace
 
 void gen_criteo_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("gen-criteo", "Write Criteo-format files (train-<i>.txt, test.txt) "
-                                          "from the synthetic teacher");
+  sub_ = app.add_subcommand("gen-criteo",
+                            "Write Criteo-format files (train-<i>.txt, test.txt) "
+                            "from the synthetic teacher");
   auto& o = options_;
   sub_->add_option("--out", o.out, "output folder")->required();
   sub_->add_option("--train-samples", o.train_samples, "training lines in all")
-    ->capture_default_str()->check(line_count());
+    ->capture_default_str()
+    ->check(line_count());
   sub_->add_option("--test-samples", o.test_samples, "test lines")
-    ->capture_default_str()->check(line_count());
-  sub_->add_option("--files", o.files, "training files")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+    ->capture_default_str()
+    ->check(line_count());
+  sub_->add_option("--files", o.files, "training files")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 1 << 16));
   sub_->add_flag("--gzip", o.gzip, "write gzip files (.gz)");
   sub_->add_option("--seed", o.seed, "data and teacher seed")->capture_default_str();
-  sub_->add_option("--vocab", o.vocab, "distinct ids per category")->capture_default_str()->check(CLI::PositiveNumber);
-  sub_->add_option("--missing", o.missing, "share of empty fields")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub_->add_option("--vocab", o.vocab, "distinct ids per category")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  sub_->add_option("--missing", o.missing, "share of empty fields")
+    ->capture_default_str()
+    ->check(CLI::Range(0.0, 1.0));
 }
 
 int gen_criteo_command::run() {
@@ -47,9 +56,10 @@ int gen_criteo_command::run() {
     std::cerr << "satrap gen-criteo: " << written.error() << "\n";
     return written.bad_input() ? exit_bad_input : exit_failed;
   }
-  std::printf("wrote %lld training lines in %d files and %lld test lines to %s; test oracle auc %.4f\n",
-              static_cast<long long>(o.train_samples), o.files, static_cast<long long>(o.test_samples),
-              o.out.c_str(), written->test_oracle_auc);
+  std::printf(
+    "wrote %lld training lines in %d files and %lld test lines to %s; test oracle auc %.4f\n",
+    static_cast<long long>(o.train_samples), o.files, static_cast<long long>(o.test_samples),
+    o.out.c_str(), written->test_oracle_auc);
   return 0;
 }
 

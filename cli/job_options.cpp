@@ -7,9 +7,10 @@
 namespace satrap {
 
 void job_options::add_to(CLI::App& app, bool job_required) {
-  auto* job = app.add_option("--job", job_file_,
-                             "YAML job file (sections name, model, data, training, placement, "
-                             "checkpoint); flags override it")
+  auto* job = app
+                .add_option("--job", job_file_,
+                            "YAML job file (sections name, model, data, training, placement, "
+                            "checkpoint); flags override it")
                 ->check(CLI::ExistingFile);
   if (job_required)
     job->required();
@@ -18,8 +19,9 @@ void job_options::add_to(CLI::App& app, bool job_required) {
     if (f.flag.empty())
       continue;
     auto help = f.help + " [" + f.key + ", default " + f.get(defaults) + "]";
-    auto* opt = f.nested ? app.add_option("--" + f.flag, repeated_[f.key], help)->allow_extra_args(false)
-                         : app.add_option("--" + f.flag, values_[f.key], help);
+    auto* opt = f.nested
+                  ? app.add_option("--" + f.flag, repeated_[f.key], help)->allow_extra_args(false)
+                  : app.add_option("--" + f.flag, values_[f.key], help);
     opt->group("Job (override the job file)");
     options_[f.key] = opt;
   }

@@ -23,7 +23,7 @@ class job_options {
 
  private:
   std::string job_file_;
-  std::map<std::string, std::string> values_;  // job key -> flag text
+  std::map<std::string, std::string> values_;                 // job key -> flag text
   std::map<std::string, std::vector<std::string>> repeated_;  // nested job key -> one text per use
   std::map<std::string, CLI::Option*> options_;
 };

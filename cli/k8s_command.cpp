@@ -15,34 +15,44 @@ namespace satrap {
 
 void k8s_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand(
-    "k8s", "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
-           "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
-           "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
-           "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
+    "k8s",
+    "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
+    "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
+    "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
+    "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
   sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
     ->required()
     ->check(CLI::ExistingFile);
   sub_->add_option("--image", image_, "the satrap image (ops/container/Containerfile)")
     ->capture_default_str();
   sub_->add_option("--namespace", namespace_, "Kubernetes namespace (default: the cluster name)");
-  sub_->add_option("--flavor", flavor_, "kubernetes, or podman (Pods with host networking for "
-                                        "`podman kube play`)")
+  sub_
+    ->add_option("--flavor", flavor_,
+                 "kubernetes, or podman (Pods with host networking for "
+                 "`podman kube play`)")
     ->capture_default_str()
     ->check(CLI::IsMember({"kubernetes", "podman"}));
-  sub_->add_option("--token-file", token_file_, "admin token for the Secret (default: a new "
-                                                "random one)")
+  sub_
+    ->add_option("--token-file", token_file_,
+                 "admin token for the Secret (default: a new "
+                 "random one)")
     ->check(CLI::ExistingFile);
-  sub_->add_option("--secrets", secrets_, "include (the two Secrets in the output), external "
-                                          "(left out: objects to keep in git; apply the Secrets "
-                                          "with --secrets only first) or only")
+  sub_
+    ->add_option("--secrets", secrets_,
+                 "include (the two Secrets in the output), external "
+                 "(left out: objects to keep in git; apply the Secrets "
+                 "with --secrets only first) or only")
     ->capture_default_str()
     ->check(CLI::IsMember({"include", "external", "only"}));
-  sub_->add_option("--certs", certs_dir_, "folder of the cluster's certificates and node tokens "
-                                          "(`satrap certs`; made there when missing; default: the "
-                                          "manifest's security.certs, else "
-                                          ".satrap/<cluster>/certs)");
-  sub_->add_option("--job", job_file_, "job file for the satrap-submit Job (without it the Job "
-                                       "is suspended and holds the default job)")
+  sub_->add_option("--certs", certs_dir_,
+                   "folder of the cluster's certificates and node tokens "
+                   "(`satrap certs`; made there when missing; default: the "
+                   "manifest's security.certs, else "
+                   ".satrap/<cluster>/certs)");
+  sub_
+    ->add_option("--job", job_file_,
+                 "job file for the satrap-submit Job (without it the Job "
+                 "is suspended and holds the default job)")
     ->check(CLI::ExistingFile);
   sub_->add_option("-o,--output", output_, "write to FILE instead of stdout");
 }

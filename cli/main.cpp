@@ -18,15 +18,15 @@
 #include <csignal>
 #include <cstdio>
 
-
 int main(int argc, char** argv) {
   // A write past RLIMIT_FSIZE then fails with EFBIG, which the job's record names, instead of
   // SIGXFSZ killing the process (a node killed so would be restarted into the same wall).
   std::signal(SIGXFSZ, SIG_IGN);
   satrap::blas_threads_quiesce();  // OpenBLAS's idle threads would spin for the first ~0.1 s
-  CLI::App app{"satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
-               "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
-               "dense network synchronously on data-parallel trainers (after PERSIA)."};
+  CLI::App app{
+    "satrap: trains recommendation models whose embedding tables outgrow one machine.\n"
+    "Embeddings train asynchronously with bounded staleness on sharded actors, the\n"
+    "dense network synchronously on data-parallel trainers (after PERSIA)."};
   app.set_version_flag("--version", satrap::satrap_version);
   app.require_subcommand(1);
   satrap::train_command train;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   satrap::predict_command predict;
   satrap::serve_command serve;
   satrap::cache_command cache;
-  satrap::command* const commands[] = {&train, &gen_criteo, &plan, &k8s, &cluster,
+  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &cluster,
                                        &certs, &export_cmd, &predict, &serve, &cache};
   for (auto* c : commands)
     c->add_to(app);

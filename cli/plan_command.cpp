@@ -11,10 +11,11 @@
 namespace satrap {
 
 void plan_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("plan", "Print where a job's actors would run on a cluster (per node: "
-                                    "actors, memory, cores, GPUs) and the estimated network bytes "
-                                    "per step, without running it. A plan that does not fit is "
-                                    "refused with what is missing.");
+  sub_ = app.add_subcommand("plan",
+                            "Print where a job's actors would run on a cluster (per node: "
+                            "actors, memory, cores, GPUs) and the estimated network bytes "
+                            "per step, without running it. A plan that does not fit is "
+                            "refused with what is missing.");
   sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
     ->required()
     ->check(CLI::ExistingFile);

@@ -42,9 +42,10 @@ std::string trim(std::string s) {
 // ---- satrap export ------------------------------------------------------------------------------
 
 void export_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("export", "Write a model folder for predict and serve from a job's "
-                                      "newest checkpoint.\nGive the job's spec (--job and the "
-                                      "flags it was trained with): the checkpoint holds no spec.");
+  sub_ = app.add_subcommand("export",
+                            "Write a model folder for predict and serve from a job's "
+                            "newest checkpoint.\nGive the job's spec (--job and the "
+                            "flags it was trained with): the checkpoint holds no spec.");
   sub_->add_option("--checkpoint", checkpoint_, "the job's checkpoint folder (checkpoint.dir)")
     ->required()
     ->check(CLI::ExistingDirectory);
@@ -95,16 +96,19 @@ int export_command::run() {
 // ---- satrap predict -----------------------------------------------------------------------------
 
 void predict_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("predict", "Score data files with an exported model (the job's own "
-                                       "readers and hashing).\nWithout --data: the job's own "
-                                       "test split. With labels: AUC, logloss and NE.");
+  sub_ = app.add_subcommand("predict",
+                            "Score data files with an exported model (the job's own "
+                            "readers and hashing).\nWithout --data: the job's own "
+                            "test split. With labels: AUC, logloss and NE.");
   sub_->add_option("--model", model_, "the model folder (satrap export / train --export)")
     ->required();
   sub_->add_option("--data", data_, "data files or globs (default: the job's test split)");
-  sub_->add_option("--format", format_, "criteo, libsvm or libffm (default: the job's data.source)");
+  sub_->add_option("--format", format_,
+                   "criteo, libsvm or libffm (default: the job's data.source)");
   sub_->add_option("--out", out_, "write one line per row: label, score (tab-separated)");
-  sub_->add_option("--instances", instances_, "write every row as a serving request instance "
-                                              "(one JSON object per line)");
+  sub_->add_option("--instances", instances_,
+                   "write every row as a serving request instance "
+                   "(one JSON object per line)");
   sub_->add_option("--batch", batch_, "rows scored at once (default: the job's batch size)");
   sub_->add_flag("--json", json_, "end with one JSON line: auc, logloss, ne, rows, rows_per_sec");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
@@ -167,8 +171,8 @@ int predict_command::run() {
   if (job_data_slots(spec.data) != m.slots()
       || job_data_dense_features(spec.data) != m.dense_features()) {
     std::cerr << "satrap predict: the data has " << job_data_slots(spec.data) << " slots and "
-              << job_data_dense_features(spec.data) << " dense features, the model "
-              << m.slots() << " and " << m.dense_features() << "\n";
+              << job_data_dense_features(spec.data) << " dense features, the model " << m.slots()
+              << " and " << m.dense_features() << "\n";
     return 2;
   }
   auto data = job_data_open(spec);
@@ -186,8 +190,8 @@ int predict_command::run() {
     std::cerr << "satrap predict: cannot write " << instances_ << "\n";
     return 2;
   }
-  auto scored = score_test_split(
-    model.value(), spec, *data, batch_, [&](const batch& b, int i, float logit) {
+  auto scored =
+    score_test_split(model.value(), spec, *data, batch_, [&](const batch& b, int i, float logit) {
       if (out)
         std::fprintf(out, "%g\t%.9g\n", b.labels[i], static_cast<double>(sigmoid(logit)));
       if (inst) {
@@ -197,9 +201,10 @@ int predict_command::run() {
           slots.push_back(std::vector<uint64_t>(b.ids.begin() + b.offsets[bag],
                                                 b.ids.begin() + b.offsets[bag + 1]));
         }
-        nlohmann::json x = {{"dense", std::vector<float>(b.dense.begin() + i * b.dense_features,
-                                                         b.dense.begin() + (i + 1) * b.dense_features)},
-                            {"slots", slots}};
+        nlohmann::json x = {
+          {"dense", std::vector<float>(b.dense.begin() + i * b.dense_features,
+                                       b.dense.begin() + (i + 1) * b.dense_features)},
+          {"slots", slots}};
         std::fprintf(inst, "%s\n", x.dump().c_str());
       }
     });
@@ -231,26 +236,36 @@ int predict_command::run() {
 // ---- satrap serve -------------------------------------------------------------------------------
 
 void serve_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("serve", "Answer prediction requests over HTTP/JSON with an exported "
-                                     "model:\nPOST /v1/models/<name>:predict "
-                                     "{\"instances\": [{\"dense\": [...], \"slots\": [[ids...], ...]}]}");
+  sub_ = app.add_subcommand("serve",
+                            "Answer prediction requests over HTTP/JSON with an exported "
+                            "model:\nPOST /v1/models/<name>:predict "
+                            "{\"instances\": [{\"dense\": [...], \"slots\": [[ids...], ...]}]}");
   auto* model = sub_->add_option("--model", model_, "the model folder to serve");
-  auto* watch = sub_->add_option("--watch", watch_, "a folder of model folders: serve the newest, "
-                                                    "reload when a newer one appears");
+  auto* watch = sub_->add_option("--watch", watch_,
+                                 "a folder of model folders: serve the newest, "
+                                 "reload when a newer one appears");
   model->excludes(watch);
   sub_->add_option("--host", host_, "address to bind")->capture_default_str();
   sub_->add_option("--port", port_, "port to bind")->capture_default_str();
   sub_->add_option("--threads", threads_, "scoring threads (0: one per core; at most 1024)")
-    ->capture_default_str()->check(CLI::Range(0, 1024));
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1024));
   sub_->add_option("--http-threads", http_threads_, "connections served at once (at most 4096)")
-    ->capture_default_str()->check(CLI::Range(1, 4096));
-  sub_->add_option("--max-batch", max_batch_, "instances scored together at most")->capture_default_str();
-  sub_->add_option("--max-queue-delay-ms", max_delay_ms_,
-                   "wait at most this long for more requests to batch")->capture_default_str();
-  sub_->add_option("--watch-interval", watch_s_, "seconds between looks at --watch")->capture_default_str();
-  sub_->add_option("--max-body-mb", max_body_mb_, "larger request bodies get 413")->capture_default_str();
-  sub_->add_option("--admin-token-file", token_file_,
-                   "a file holding the token that POST /admin/reload needs")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 4096));
+  sub_->add_option("--max-batch", max_batch_, "instances scored together at most")
+    ->capture_default_str();
+  sub_
+    ->add_option("--max-queue-delay-ms", max_delay_ms_,
+                 "wait at most this long for more requests to batch")
+    ->capture_default_str();
+  sub_->add_option("--watch-interval", watch_s_, "seconds between looks at --watch")
+    ->capture_default_str();
+  sub_->add_option("--max-body-mb", max_body_mb_, "larger request bodies get 413")
+    ->capture_default_str();
+  sub_
+    ->add_option("--admin-token-file", token_file_,
+                 "a file holding the token that POST /admin/reload needs")
     ->check(CLI::ExistingFile);
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();

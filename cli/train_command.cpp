@@ -32,24 +32,30 @@
 namespace satrap {
 
 void train_command::add_to(CLI::App& app) {
-  sub_ = app.add_subcommand("train", "Train one job embedded in this process, then evaluate it "
-                                     "on held-out data.\nWith no options: the default DLRM on the "
-                                     "default synthetic data (12.3M samples, about 40 s on 2 cores).");
+  sub_ = app.add_subcommand("train",
+                            "Train one job embedded in this process, then evaluate it "
+                            "on held-out data.\nWith no options: the default DLRM on the "
+                            "default synthetic data (12.3M samples, about 40 s on 2 cores).");
   sub_->add_flag("--json", json_, "end with one JSON line of the results");
   sub_->add_flag("--print-spec", print_spec_, "print the effective job spec as YAML and exit");
   sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
     ->capture_default_str();
   sub_->add_option("--threads", threads_, "actor scheduler threads (0: one per core; at most 1024)")
-    ->capture_default_str()->check(CLI::Range(0, 1024));
-  sub_->add_option("--status-port", status_port_,
-                   "serve the dashboard (/) and /status on this port while the job runs")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1024));
+  sub_
+    ->add_option("--status-port", status_port_,
+                 "serve the dashboard (/) and /status on this port while the job runs")
     ->check(CLI::Range(1, 65535));
-  sub_->add_option("--status-host", status_host_,
-                   "address the status port binds (0.0.0.0: every interface)")
+  sub_
+    ->add_option("--status-host", status_host_,
+                 "address the status port binds (0.0.0.0: every interface)")
     ->capture_default_str();
-  sub_->add_option("--export", export_, "after the job: write the final model as a model folder "
-                                        "(for satrap predict / serve)");
-  sub_->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
+  sub_->add_option("--export", export_,
+                   "after the job: write the final model as a model folder "
+                   "(for satrap predict / serve)");
+  sub_
+    ->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
     ->capture_default_str();
   sub_->add_option("--test-scores", test_scores_,
                    "write the final evaluation's score of every test row, one per line");
@@ -77,12 +83,13 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     std::printf("  gauc %.4f (by slot %d)", r.test_gauc, spec.metrics.group_by);
   std::printf("\n");
   if (r.best_step >= 0)
-    std::printf("validation: best auc %.4f  logloss %.4f  at step %lld of %lld trained (%lld planned)%s%s, "
-                "%zu evaluations\n",
-                r.validation_auc, r.validation_logloss, static_cast<long long>(r.best_step),
-                static_cast<long long>(r.steps), static_cast<long long>(r.steps_total),
-                r.stop_reason.empty() ? "" : "; stopped: ", r.stop_reason.c_str(),
-                r.validation_history.size());
+    std::printf(
+      "validation: best auc %.4f  logloss %.4f  at step %lld of %lld trained (%lld planned)%s%s, "
+      "%zu evaluations\n",
+      r.validation_auc, r.validation_logloss, static_cast<long long>(r.best_step),
+      static_cast<long long>(r.steps), static_cast<long long>(r.steps_total),
+      r.stop_reason.empty() ? "" : "; stopped: ", r.stop_reason.c_str(),
+      r.validation_history.size());
   if (r.target_seconds >= 0)
     std::printf("target auc %.4f reached after %.1f s and %lld samples\n", spec.training.target_auc,
                 r.target_seconds, static_cast<long long>(r.target_samples));
@@ -242,7 +249,7 @@ int train_command::run() {
                             const http_request& req) { return admin_http(sys, admin, o, req); });
     if (!why.empty()) {
       std::cerr << "satrap train: --status-port " << status_port_ << ": " << why << "\n";
-      caf::scoped_actor{sys}->send_exit(admin, caf::exit_reason::user_shutdown);
+      caf::scoped_actor { sys } -> send_exit(admin, caf::exit_reason::user_shutdown);
       return 1;
     }
     spdlog::info("status_endpoint url=http://{}:{}/", status_host_, status_port_);

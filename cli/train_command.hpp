@@ -23,10 +23,10 @@ class train_command final : public command {
   bool print_spec_ = false;
   std::string log_level_ = "warn";
   int threads_ = 0;
-  int status_port_ = 0;            // 0: no status endpoint
+  int status_port_ = 0;  // 0: no status endpoint
   std::string status_host_ = "127.0.0.1";
-  job_options job_;  // --job and the job flags
-  std::string export_;       // --export: the model folder written after the job
+  job_options job_;     // --job and the job flags
+  std::string export_;  // --export: the model folder written after the job
   uint32_t export_shards_ = 1;
   std::string test_scores_;  // --test-scores: the final evaluation's scores
 

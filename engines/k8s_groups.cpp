@@ -15,9 +15,12 @@ namespace {
 std::string manifest_bytes(uint64_t b) {
   if (b == 0)
     return "0";
-  for (auto [unit, scale] : {std::pair{"TiB", uint64_t{1} << 40}, {"TB", uint64_t{1000000000000}},
-                             {"GiB", uint64_t{1} << 30}, {"GB", uint64_t{1000000000}},
-                             {"MiB", uint64_t{1} << 20}, {"MB", uint64_t{1000000}}})
+  for (auto [unit, scale] : {std::pair{"TiB", uint64_t{1} << 40},
+                             {"TB", uint64_t{1000000000000}},
+                             {"GiB", uint64_t{1} << 30},
+                             {"GB", uint64_t{1000000000}},
+                             {"MiB", uint64_t{1} << 20},
+                             {"MB", uint64_t{1000000}}})
     if (b % scale == 0 && b / scale < 100000)
       return std::to_string(b / scale) + unit;
   return std::to_string(b);
@@ -49,8 +52,8 @@ bool dns_label(const std::string& s, size_t max) {
 caf::expected<std::vector<group>> groups_of(const manifest& m) {
   std::vector<group> out;
   for (auto& n : m.nodes) {
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](auto& g) { return g.first.group == n.group; });
+    auto it =
+      std::find_if(out.begin(), out.end(), [&](auto& g) { return g.first.group == n.group; });
     if (it != out.end()) {
       it->names.push_back(n.name);
       continue;
@@ -63,8 +66,8 @@ caf::expected<std::vector<group>> groups_of(const manifest& m) {
     if (p == std::string::npos && n.group_count == 1) {
       g.workload = n.group;
       g.templated = false;
-    } else if (p != std::string::npos && p + 3 == n.group.size() && p >= 2
-               && n.group[p - 1] == '-' && n.group.find("{i}") == p) {
+    } else if (p != std::string::npos && p + 3 == n.group.size() && p >= 2 && n.group[p - 1] == '-'
+               && n.group.find("{i}") == p) {
       g.workload = n.group.substr(0, p - 1);
     } else {
       return make_error(errc::invalid_config,
@@ -116,10 +119,14 @@ std::string gke_accelerator(const node_spec& n) {
 std::string k8s_memory_quantity(uint64_t bytes) {
   if (bytes == 0)
     return "0";
-  for (auto [unit, scale] : {std::pair{"Ti", uint64_t{1} << 40}, {"T", uint64_t{1000000000000}},
-                             {"Gi", uint64_t{1} << 30}, {"G", uint64_t{1000000000}},
-                             {"Mi", uint64_t{1} << 20}, {"M", uint64_t{1000000}},
-                             {"Ki", uint64_t{1} << 10}, {"k", uint64_t{1000}}})
+  for (auto [unit, scale] : {std::pair{"Ti", uint64_t{1} << 40},
+                             {"T", uint64_t{1000000000000}},
+                             {"Gi", uint64_t{1} << 30},
+                             {"G", uint64_t{1000000000}},
+                             {"Mi", uint64_t{1} << 20},
+                             {"M", uint64_t{1000000}},
+                             {"Ki", uint64_t{1} << 10},
+                             {"k", uint64_t{1000}}})
     if (bytes % scale == 0)
       return std::to_string(bytes / scale) + unit;
   return std::to_string(bytes);
@@ -186,8 +193,11 @@ std::string k8s_manifest_yaml(const manifest& m, const std::string& rewrite_for,
   auto certs = certs_dir.empty() ? m.security.certs : certs_dir;
   if (!certs.empty())
     security["certs"] = certs;
-  return to_yaml(obj{{"cluster", m.cluster}, {"head", head}, {"nodes", nodes},
-                     {"timing", timing}, {"security", security}});
+  return to_yaml(obj{{"cluster", m.cluster},
+                     {"head", head},
+                     {"nodes", nodes},
+                     {"timing", timing},
+                     {"security", security}});
 }
 
 }  // namespace satrap

@@ -28,17 +28,18 @@ obj renderer::meta(const std::string& name, obj extra_labels) const {
 
 // $SATRAP_MANIFEST_YAML and $SATRAP_ADMIN_TOKEN from the ConfigMap and the Secret.
 obj renderer::env() const {
-  obj token_ref = podman ? obj{{"configMapKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}}
-                         : obj{{"secretKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}};
+  obj token_ref = podman
+                    ? obj{{"configMapKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}}
+                    : obj{{"secretKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}};
   return obj::array(
     {{{"name", "SATRAP_MANIFEST_YAML"},
-      {"valueFrom", {{"configMapKeyRef", {{"name", "satrap-manifest"}, {"key", "manifest.yaml"}}}}}},
+      {"valueFrom",
+       {{"configMapKeyRef", {{"name", "satrap-manifest"}, {"key", "manifest.yaml"}}}}}},
      {{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}}});
 }
 
 obj renderer::pod_security() const {
-  return {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001},
-          {"fsGroup", 10001}};
+  return {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}};
 }
 
 obj renderer::container_security() const {
@@ -64,11 +65,11 @@ obj renderer::manifest_config() const {
   std::string header = "# The node manifest of cluster '" + m.cluster + "' as its pods see it"
                        + (o.source.empty() ? "" : " (from " + o.source + ")")
                        + "; rendered by satrap k8s.\n";
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata", meta("satrap-manifest")},
-          {"data", {{"manifest.yaml",
-                     header + k8s_manifest_yaml(m, podman ? "" : ns, k8s_certs_dir)}}}};
+  return {
+    {"apiVersion", "v1"},
+    {"kind", "ConfigMap"},
+    {"metadata", meta("satrap-manifest")},
+    {"data", {{"manifest.yaml", header + k8s_manifest_yaml(m, podman ? "" : ns, k8s_certs_dir)}}}};
 }
 
 // A Secret, or for podman (kube play 4.3 mounts no Secrets) a ConfigMap, of text files.

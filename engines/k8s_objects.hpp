@@ -59,18 +59,18 @@ inline constexpr const char* k8s_certs_dir = "/etc/satrap/certs";
 
 struct k8s_options {
   std::string image = "localhost/satrap:latest";
-  std::string ns;                        // "" = the cluster's name
+  std::string ns;  // "" = the cluster's name
   k8s_flavor flavor = k8s_flavor::kubernetes;
   k8s_secrets secrets = k8s_secrets::include;
-  std::string token;                     // the admin token (required unless secrets external)
+  std::string token;  // the admin token (required unless secrets external)
   // satrap-certs: file name -> contents (required unless secrets external): ca.pem, head.pem,
   // head.key, client.pem, client.key and per node node-<name>.pem, .key, .token.
   std::map<std::string, std::string> cert_files;
-  std::string job_yaml;                  // the submit Job's job file ("" = suspended, {} job)
-  std::string source;                    // named in the header comment (the manifest file)
-  std::string head_cpu = "2";            // the head's requests and limits
+  std::string job_yaml;        // the submit Job's job file ("" = suspended, {} job)
+  std::string source;          // named in the header comment (the manifest file)
+  std::string head_cpu = "2";  // the head's requests and limits
   std::string head_memory = "4Gi";
-  int node_wait_s = 600;                 // how long a node keeps trying to reach the head
+  int node_wait_s = 600;  // how long a node keeps trying to reach the head
   int termination_grace_s = 30;
 };
 

@@ -31,8 +31,8 @@ bool dns_label(const std::string& s, size_t max);
 
 // One manifest entry as a workload.
 struct group {
-  node_spec first;      // resources, labels, port
-  std::string workload; // StatefulSet / headless Service name
+  node_spec first;        // resources, labels, port
+  std::string workload;   // StatefulSet / headless Service name
   bool templated = true;  // pod name == node name; else one replica named <workload>-0
   int32_t count = 1;
   std::vector<std::string> names;
@@ -64,7 +64,9 @@ struct renderer {
   obj secret_object(const std::string& name, const obj& files) const;
   // The podman Pod's name; kube play keeps a ConfigMap's volume after `kube down` under the
   // ConfigMap's name, so the certificates' one is named after the cluster, not shared.
-  std::string pod_name() const { return dns_label(m.cluster, 63) ? m.cluster : std::string("satrap"); }
+  std::string pod_name() const {
+    return dns_label(m.cluster, 63) ? m.cluster : std::string("satrap");
+  }
   std::string certs_name() const { return podman ? pod_name() + "-certs" : "satrap-certs"; }
   obj secret_objects() const;
   // The certificates and node tokens, read-only; `items` limits them to those files.
@@ -73,8 +75,7 @@ struct renderer {
   obj head_container(const std::string& volume) const;
   obj head_objects() const;
   obj node_container(const group& g, const std::string& container_name,
-                     const std::string& node_name, uint16_t port,
-                     const std::string& volume) const;
+                     const std::string& node_name, uint16_t port, const std::string& volume) const;
   obj node_pod_spec(const group& g, const std::string& node_name, uint16_t port) const;
   // Flavor podman: the whole cluster as one Pod with host networking. One Pod, sharing its
   // process namespace, because CAF names a process by its host (network interfaces, root file

@@ -14,15 +14,14 @@ obj renderer::head_container(const std::string& volume) const {
                {"timeoutSeconds", 3},
                {"failureThreshold", failures}};
   };
-  obj container{
-    {"name", "head"},
-    {"image", o.image},
-    {"imagePullPolicy", "IfNotPresent"},
-    {"args", obj::array({"head", "--state-dir", state_dir, "--listen", "0.0.0.0"})},
-    {"env", env()},
-    {"resources", resources(o.head_cpu, o.head_memory, 0)},
-    {"securityContext", container_security()},
-    {"volumeMounts", obj::array({state_mount(volume), certs_mount()})}};
+  obj container{{"name", "head"},
+                {"image", o.image},
+                {"imagePullPolicy", "IfNotPresent"},
+                {"args", obj::array({"head", "--state-dir", state_dir, "--listen", "0.0.0.0"})},
+                {"env", env()},
+                {"resources", resources(o.head_cpu, o.head_memory, 0)},
+                {"securityContext", container_security()},
+                {"volumeMounts", obj::array({state_mount(volume), certs_mount()})}};
   if (!podman) {
     // kube play turns ports into host port mappings (refused with host networking) and probes
     // into commands run inside the container under systemd timers: neither here.
@@ -55,17 +54,18 @@ obj renderer::head_objects() const {
                    {"template", {{"metadata", template_md}, {"spec", pod_spec}}}}}};
   auto service_md = meta("head", component);
   service_md["annotations"] = scrape;
-  obj service{{"apiVersion", "v1"},
-              {"kind", "Service"},
-              {"metadata", service_md},
-              {"spec",
-               {{"selector", labels("head")},
-                // Nodes must reach the head before it is ready: it is ready once they joined.
-                {"publishNotReadyAddresses", true},
-                {"ports", obj::array({{{"name", "admin"}, {"port", m.head.port},
-                                       {"targetPort", "admin"}},
-                                      {{"name", "status"}, {"port", m.head.status_port},
-                                       {"targetPort", "status"}}})}}}};
+  obj service{
+    {"apiVersion", "v1"},
+    {"kind", "Service"},
+    {"metadata", service_md},
+    {"spec",
+     {{"selector", labels("head")},
+      // Nodes must reach the head before it is ready: it is ready once they joined.
+      {"publishNotReadyAddresses", true},
+      {"ports",
+       obj::array(
+         {{{"name", "admin"}, {"port", m.head.port}, {"targetPort", "admin"}},
+          {{"name", "status"}, {"port", m.head.status_port}, {"targetPort", "status"}}})}}}};
   return obj::array({deployment, service});
 }
 
@@ -111,9 +111,8 @@ obj renderer::node_pod_spec(const group& g, const std::string& node_name, uint16
     if (!selector.empty())
       spec["nodeSelector"] = selector;
     if (n.resources.gpus > 0)
-      spec["tolerations"] = obj::array({{{"key", "nvidia.com/gpu"},
-                                         {"operator", "Exists"},
-                                         {"effect", "NoSchedule"}}});
+      spec["tolerations"] =
+        obj::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
   }
   spec["containers"] = obj::array({node_container(g, "node", node_name, port, "state")});
   spec["volumes"] = obj::array({state_volume(), certs_volume()});
@@ -129,8 +128,8 @@ obj renderer::podman_pod(const std::vector<group>& groups) const {
   obj volumes = obj::array({state_volume("state-head"), certs_volume()});
   for (auto& g : groups)
     for (auto& name : g.names) {
-      auto& spec = *std::find_if(m.nodes.begin(), m.nodes.end(),
-                                 [&](auto& n) { return n.name == name; });
+      auto& spec =
+        *std::find_if(m.nodes.begin(), m.nodes.end(), [&](auto& n) { return n.name == name; });
       containers.push_back(node_container(g, name, name, spec.port, "state-" + name));
       volumes.push_back(state_volume("state-" + name));
     }
@@ -159,18 +158,17 @@ obj renderer::pod_labels(const group& g) const {
 obj renderer::node_objects(const std::vector<group>& groups) const {
   obj out = obj::array();
   for (auto& g : groups) {
-    auto component = obj{{"app.kubernetes.io/component", "node"},
-                         {"satrap.io/group", g.workload}};
-    obj service{{"apiVersion", "v1"},
-                {"kind", "Service"},
-                {"metadata", meta(g.workload, component)},
-                {"spec",
-                 {{"clusterIP", "None"},  // headless: a DNS name per pod
-                  {"publishNotReadyAddresses", true},
-                  {"selector", {{"app.kubernetes.io/instance", m.cluster},
-                                {"satrap.io/group", g.workload}}},
-                  {"ports", obj::array({{{"name", "node"}, {"port", g.first.port},
-                                         {"targetPort", "node"}}})}}}};
+    auto component = obj{{"app.kubernetes.io/component", "node"}, {"satrap.io/group", g.workload}};
+    obj service{
+      {"apiVersion", "v1"},
+      {"kind", "Service"},
+      {"metadata", meta(g.workload, component)},
+      {"spec",
+       {{"clusterIP", "None"},  // headless: a DNS name per pod
+        {"publishNotReadyAddresses", true},
+        {"selector", {{"app.kubernetes.io/instance", m.cluster}, {"satrap.io/group", g.workload}}},
+        {"ports",
+         obj::array({{{"name", "node"}, {"port", g.first.port}, {"targetPort", "node"}}})}}}};
     obj selector{{"app.kubernetes.io/instance", m.cluster}, {"satrap.io/group", g.workload}};
     auto node_name = g.templated ? std::string("$(SATRAP_POD_NAME)") : g.names.front();
     obj sts{{"apiVersion", "apps/v1"},
@@ -210,25 +208,24 @@ obj renderer::job_objects() const {
     {"env", env()},
     {"resources", resources("100m", "256Mi", 0)},
     {"securityContext", container_security()},
-    {"volumeMounts", obj::array({{{"name", "job"}, {"mountPath", "/etc/satrap/job"},
-                                  {"readOnly", true}},
-                                 certs_mount()})}};
-  obj jobobj{{"apiVersion", "batch/v1"},
-             {"kind", "Job"},
-             {"metadata", meta("satrap-submit", component)},
-             {"spec",
-              {{"suspend", o.job_yaml.empty()},  // resume it once satrap-job holds your job
-               {"backoffLimit", 0},              // a retry would submit the job twice
-               {"template",
-                {{"metadata", {{"labels", labels("submit")}}},
-                 {"spec",
-                  {{"restartPolicy", "Never"},
-                   {"securityContext", pod_security()},
-                   {"containers", obj::array({container})},
-                   {"volumes", obj::array({{{"name", "job"},
-                                            {"configMap", {{"name", "satrap-job"}}}},
-                                           certs_volume({"ca.pem", "client.pem",
-                                                         "client.key"})})}}}}}}}};
+    {"volumeMounts",
+     obj::array(
+       {{{"name", "job"}, {"mountPath", "/etc/satrap/job"}, {"readOnly", true}}, certs_mount()})}};
+  obj jobobj{
+    {"apiVersion", "batch/v1"},
+    {"kind", "Job"},
+    {"metadata", meta("satrap-submit", component)},
+    {"spec",
+     {{"suspend", o.job_yaml.empty()},  // resume it once satrap-job holds your job
+      {"backoffLimit", 0},              // a retry would submit the job twice
+      {"template",
+       {{"metadata", {{"labels", labels("submit")}}},
+        {"spec",
+         {{"restartPolicy", "Never"},
+          {"securityContext", pod_security()},
+          {"containers", obj::array({container})},
+          {"volumes", obj::array({{{"name", "job"}, {"configMap", {{"name", "satrap-job"}}}},
+                                  certs_volume({"ca.pem", "client.pem", "client.key"})})}}}}}}}};
   return obj::array({cm, jobobj});
 }
 

@@ -64,20 +64,11 @@ void emit(YAML::Emitter& out, const obj& j) {
         out << s;
       break;
     }
-    case obj::value_t::boolean:
-      out << j.get<bool>();
-      break;
-    case obj::value_t::number_integer:
-      out << j.get<int64_t>();
-      break;
-    case obj::value_t::number_unsigned:
-      out << j.get<uint64_t>();
-      break;
-    case obj::value_t::number_float:
-      out << j.get<double>();
-      break;
-    default:
-      out << YAML::Null;
+    case obj::value_t::boolean: out << j.get<bool>(); break;
+    case obj::value_t::number_integer: out << j.get<int64_t>(); break;
+    case obj::value_t::number_unsigned: out << j.get<uint64_t>(); break;
+    case obj::value_t::number_float: out << j.get<double>(); break;
+    default: out << YAML::Null;
   }
 }
 

@@ -59,9 +59,9 @@ template <class... Args>
 
 }  // namespace satrap::detail
 
-#define SATRAP_ASSERT(cond, ...)                                                           \
-  do {                                                                                     \
-    if (__builtin_expect(!(cond), 0))                                                      \
+#define SATRAP_ASSERT(cond, ...)                                                               \
+  do {                                                                                         \
+    if (__builtin_expect(!(cond), 0))                                                          \
       ::satrap::detail::assert_fail_fmt(__FILE__, __LINE__, #cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (false)
 

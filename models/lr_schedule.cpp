@@ -11,13 +11,12 @@ namespace {
 double decay_factor(const lr_schedule& s, int64_t t) {
   switch (s.kind) {
     case lr_schedule_kind::constant:
-    case lr_schedule_kind::warmup:
-      return 1.0;
+    case lr_schedule_kind::warmup: return 1.0;
     case lr_schedule_kind::step:
       return std::pow(s.decay_rate, static_cast<double>(t / std::max<int64_t>(s.decay_steps, 1)));
     case lr_schedule_kind::exponential:
-      return std::pow(s.decay_rate,
-                      static_cast<double>(t) / static_cast<double>(std::max<int64_t>(s.decay_steps, 1)));
+      return std::pow(s.decay_rate, static_cast<double>(t)
+                                      / static_cast<double>(std::max<int64_t>(s.decay_steps, 1)));
     case lr_schedule_kind::cosine: {
       auto len = static_cast<double>(std::max<int64_t>(s.decay_steps, 1));
       auto x = std::min(static_cast<double>(t), len) / len;
@@ -47,7 +46,8 @@ std::string lr_schedule_check(const lr_schedule& s, const std::string& what) {
     return what + ".warmup_steps: expected at least 1 for schedule warmup";
   if ((s.kind == k::step || s.kind == k::exponential || s.kind == k::cosine) && s.decay_steps <= 0)
     return what + ".decay_steps: expected at least 1 for this schedule";
-  if ((s.kind == k::step || s.kind == k::exponential) && !(s.decay_rate > 0.0 && s.decay_rate <= 1.0))
+  if ((s.kind == k::step || s.kind == k::exponential)
+      && !(s.decay_rate > 0.0 && s.decay_rate <= 1.0))
     return what + ".decay_rate: expected a number in (0, 1]";
   return "";
 }

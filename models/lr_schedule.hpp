@@ -19,10 +19,10 @@ enum class lr_schedule_kind { constant, warmup, step, exponential, cosine, inver
 
 struct lr_schedule {
   lr_schedule_kind kind = lr_schedule_kind::constant;
-  int64_t warmup_steps = 0;   // linear warm-up steps (0: none)
-  int64_t decay_steps = 0;    // step / exponential: the period; cosine: the length (0: invalid)
-  double decay_rate = 0.5;    // step / exponential: the factor per period
-  double min_factor = 0.0;    // cosine: the floor, as a fraction of the base rate
+  int64_t warmup_steps = 0;  // linear warm-up steps (0: none)
+  int64_t decay_steps = 0;   // step / exponential: the period; cosine: the length (0: invalid)
+  double decay_rate = 0.5;   // step / exponential: the factor per period
+  double min_factor = 0.0;   // cosine: the floor, as a fraction of the base rate
 };
 
 // The factor at `step` (0-based: the step being taken).

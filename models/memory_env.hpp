@@ -23,14 +23,14 @@ class memory_env final : public env {
   explicit memory_env(std::chrono::nanoseconds start = std::chrono::hours(1));
 
   // ---- control (tests and the simulator) ----
-  void advance(std::chrono::nanoseconds by);            // moves both clocks
-  void set_capacity(uint64_t bytes);                    // of all files' data; default unbounded
-  void fail_syncs(int count);                           // the next `count` sync() calls fail
-  void crash();                                         // drops every byte not synced
+  void advance(std::chrono::nanoseconds by);  // moves both clocks
+  void set_capacity(uint64_t bytes);          // of all files' data; default unbounded
+  void fail_syncs(int count);                 // the next `count` sync() calls fail
+  void crash();                               // drops every byte not synced
   uint64_t used_bytes() const;
-  int syncs() const;                                    // successful sync() calls so far
-  int refused_writes() const;                           // writes refused for capacity so far
-  int failed_syncs() const;                             // sync() calls failed by fail_syncs
+  int syncs() const;           // successful sync() calls so far
+  int refused_writes() const;  // writes refused for capacity so far
+  int failed_syncs() const;    // sync() calls failed by fail_syncs
 
   // ---- env ----
   std::chrono::steady_clock::time_point steady_now() override;

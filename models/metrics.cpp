@@ -11,7 +11,8 @@
 namespace satrap {
 
 float sigmoid(float x) {
-  if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
+  if (x >= 0.0f)
+    return 1.0f / (1.0f + std::exp(-x));
   float e = std::exp(x);
   return e / (1.0f + e);
 }
@@ -37,34 +38,39 @@ double auc_exact(std::span<const float> scores, std::span<const float> labels) {
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = pass * bits;
     std::fill(count.begin(), count.end(), 0);
-    for (uint64_t k : keys) ++count[(k >> shift) & ((1u << bits) - 1)];
+    for (uint64_t k : keys)
+      ++count[(k >> shift) & ((1u << bits) - 1)];
     size_t sum = 0;
     for (size_t& c : count) {
       size_t here = c;
       c = sum;
       sum += here;
     }
-    for (uint64_t k : keys) spare[count[(k >> shift) & ((1u << bits) - 1)]++] = k;
+    for (uint64_t k : keys)
+      spare[count[(k >> shift) & ((1u << bits) - 1)]++] = k;
     keys.swap(spare);
   }
   double positives = 0.0, rank_sum = 0.0;  // sum of the positives' (1-based, mid) ranks
   for (size_t i = 0; i < n;) {
     size_t j = i;
     double group_pos = 0.0;
-    while (j < n && (keys[j] >> 1) == (keys[i] >> 1)) group_pos += static_cast<double>(keys[j++] & 1);
+    while (j < n && (keys[j] >> 1) == (keys[i] >> 1))
+      group_pos += static_cast<double>(keys[j++] & 1);
     double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
     rank_sum += group_pos * mid_rank;
     positives += group_pos;
     i = j;
   }
   double negatives = static_cast<double>(n) - positives;
-  if (positives == 0.0 || negatives == 0.0) return 0.5;
+  if (positives == 0.0 || negatives == 0.0)
+    return 0.5;
   return (rank_sum - positives * (positives + 1.0) / 2.0) / (positives * negatives);
 }
 
 double logloss_from_logits(std::span<const float> logits, std::span<const float> labels) {
   SATRAP_ASSERT(logits.size() == labels.size());
-  if (logits.empty()) return 0.0;
+  if (logits.empty())
+    return 0.0;
   double total = 0.0;
   for (size_t i = 0; i < logits.size(); ++i) {
     double z = logits[i], y = labels[i];

@@ -54,7 +54,7 @@ class running_auc {
  private:
   size_t window_;
   size_t refresh_;
-  size_t next_ = 0;  // ring position once full
+  size_t next_ = 0;     // ring position once full
   size_t added_since_;  // pairs added since the last computation (starts at refresh: compute)
   double last_ = 0.5;
   std::vector<float> scores_;

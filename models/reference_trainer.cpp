@@ -19,9 +19,10 @@ void pool_batch(const batch& b, embedding_table& table, pooling mode, dedup_resu
   pool_forward(mode, dim, b.offsets, dedup.inverse, rows.data(), pooled.data());
 }
 
-reference_result reference_train(const synthetic_generator& data, const reference_options& options) {
-  SATRAP_ASSERT(options.model.slots == data.options().slots &&
-         options.model.dense_features == data.options().dense_features);
+reference_result reference_train(const synthetic_generator& data,
+                                 const reference_options& options) {
+  SATRAP_ASSERT(options.model.slots == data.options().slots
+                && options.model.dense_features == data.options().dense_features);
   SATRAP_ASSERT(options.model.dim == options.embedding.dim && options.batch_size > 0);
   const int dim = options.model.dim, bs = options.batch_size;
 
@@ -39,19 +40,22 @@ reference_result reference_train(const synthetic_generator& data, const referenc
     batch b = data.make_batch(data_split::train, i, bs);
     pool_batch(b, table, options.pool, dedup, rows, pooled);
     pooled_grad.resize(pooled.size());
-    double loss = model->forward_backward(bs, b.dense.data(), pooled.data(), b.labels.data(),
-                                          1.0f / static_cast<float>(bs), logits.data(),
-                                          pooled_grad.data());
+    double loss =
+      model->forward_backward(bs, b.dense.data(), pooled.data(), b.labels.data(),
+                              1.0f / static_cast<float>(bs), logits.data(), pooled_grad.data());
     result.batch_losses.push_back(loss / bs);
     optimizer.step(model->params(), model->grads());
     grad_unique.assign(dedup.unique.size() * dim, 0.0f);
-    pool_backward(options.pool, dim, b.offsets, dedup.inverse, pooled_grad.data(), grad_unique.data());
+    pool_backward(options.pool, dim, b.offsets, dedup.inverse, pooled_grad.data(),
+                  grad_unique.data());
     table.update(dedup.unique, grad_unique.data());
   }
   double seconds = std::chrono::duration<double>(options.environment->steady_now() - start).count();
-  result.samples_per_sec = seconds > 0 ? static_cast<double>(options.train_batches) * bs / seconds : 0.0;
+  result.samples_per_sec =
+    seconds > 0 ? static_cast<double>(options.train_batches) * bs / seconds : 0.0;
 
-  if (auto ema = optimizer.ema(); !ema.empty())  // dense.ema_decay > 0: the averaged weights are evaluated
+  if (auto ema = optimizer.ema();
+      !ema.empty())  // dense.ema_decay > 0: the averaged weights are evaluated
     std::copy(ema.begin(), ema.end(), model->params().begin());
   std::vector<float> all_logits, all_labels, all_probs;
   for (int64_t i = 0; i < options.test_batches; ++i) {

@@ -38,11 +38,13 @@ inline dense_optimizer_options default_job_dense() {
 
 // A whole reference run. The defaults are the tuned defaults of `satrap train`.
 struct reference_options {
-  dense_model_config model = default_job_model();        // dense model type and shape (slots/dense_features must match the data)
-  embedding_options embedding = default_job_embedding();  // embedding table + sparse optimizer (dim must match model.dim)
-  dense_optimizer_options dense = default_job_dense();    // dense optimizer
-  pooling pool = pooling::sum;        // bag pooling
-  int batch_size = 512;               // samples per train/test batch
+  dense_model_config model =
+    default_job_model();  // dense model type and shape (slots/dense_features must match the data)
+  embedding_options embedding =
+    default_job_embedding();  // embedding table + sparse optimizer (dim must match model.dim)
+  dense_optimizer_options dense = default_job_dense();  // dense optimizer
+  pooling pool = pooling::sum;                          // bag pooling
+  int batch_size = 512;                                 // samples per train/test batch
   int64_t train_batches = 24000;      // train batches (12.3M samples), split train, index 0..n-1
   int64_t test_batches = 200;         // test batches (102,400 samples), split test, index 0..n-1
   uint64_t seed = 7;                  // dense model init
@@ -53,8 +55,8 @@ struct reference_result {
   std::vector<double> batch_losses;  // mean loss per train batch
   double test_auc = 0.0;
   double test_logloss = 0.0;
-  double oracle_auc = 0.0;           // AUC of the teacher's probs on the test set
-  double samples_per_sec = 0.0;      // train samples / train wall time (data generation included)
+  double oracle_auc = 0.0;       // AUC of the teacher's probs on the test set
+  double samples_per_sec = 0.0;  // train samples / train wall time (data generation included)
 };
 
 // Pooled embeddings of one batch (batch x slots x dim): dedup_ids -> table.lookup(unique) ->

@@ -15,9 +15,9 @@
 namespace satrap {
 
 struct model_error {
-  std::string message;      // for a user: what failed, where, and what was expected
-  bool bad_input = false;   // the input's fault (a bad option, a bad line, a missing file), not the
-                            // machine's (a write that failed): callers answer it differently
+  std::string message;     // for a user: what failed, where, and what was expected
+  bool bad_input = false;  // the input's fault (a bad option, a bad line, a missing file), not the
+                           // machine's (a write that failed): callers answer it differently
 };
 
 template <class T>
@@ -58,6 +58,8 @@ class [[nodiscard]] result {
 struct ok_t {};  // result<ok_t>: success carries nothing
 
 inline model_error make_model_error(std::string message) { return model_error{std::move(message)}; }
-inline model_error make_input_error(std::string message) { return model_error{std::move(message), true}; }
+inline model_error make_input_error(std::string message) {
+  return model_error{std::move(message), true};
+}
 
 }  // namespace satrap

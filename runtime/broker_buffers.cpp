@@ -21,8 +21,8 @@ void broker_buffers_release(caf::actor_system& sys, std::string why) {
   mm.run_later([&mm, why = std::move(why)] {
     // In the event loop: the BASP broker (started with the middleman) runs only here.
     auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-    if (auto* broker = dynamic_cast<caf::io::abstract_broker*>(
-          caf::actor_cast<caf::abstract_actor*>(basp))) {
+    if (auto* broker =
+          dynamic_cast<caf::io::abstract_broker*>(caf::actor_cast<caf::abstract_actor*>(basp))) {
       auto& spare = broker->wr_buf(caf::io::connection_handle{});  // no such connection
       auto size = spare.size(), capacity = spare.capacity();
       std::vector<char>{}.swap(spare);

@@ -23,12 +23,12 @@ std::string printable(std::string_view text);
 
 enum class errc : uint8_t {
   ok = 0,
-  invalid_config,    // a job file, flag or manifest is wrong: the message names key and expectation
-  io_failure,        // a file could not be read or written
-  peer_failure,      // an actor did not answer or answered with an error
-  invalid_payload,   // a bulk message did not decode or had the wrong shape
-  unauthorized,      // a remote request without the token or identity it needs
-  no_resource,       // the machine cannot: disk full, a read-only or unwritable folder, no memory
+  invalid_config,   // a job file, flag or manifest is wrong: the message names key and expectation
+  io_failure,       // a file could not be read or written
+  peer_failure,     // an actor did not answer or answered with an error
+  invalid_payload,  // a bulk message did not decode or had the wrong shape
+  unauthorized,     // a remote request without the token or identity it needs
+  no_resource,      // the machine cannot: disk full, a read-only or unwritable folder, no memory
 };
 
 const char* to_string(errc x);

@@ -17,8 +17,8 @@ std::atomic<uint64_t> refused{0};
 using valid_fn = bool (*)(const caf::io::basp::header&);
 
 valid_fn original() {
-  static valid_fn fn = reinterpret_cast<valid_fn>(
-    dlsym(RTLD_NEXT, "_ZN3caf2io4basp5validERKNS1_6headerE"));
+  static valid_fn fn =
+    reinterpret_cast<valid_fn>(dlsym(RTLD_NEXT, "_ZN3caf2io4basp5validERKNS1_6headerE"));
   return fn;
 }
 

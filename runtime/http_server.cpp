@@ -69,8 +69,8 @@ class elastic_pool : public httplib::TaskQueue {
     std::unique_lock<std::mutex> lock(st.mu);
     for (;;) {
       ++st.idle;
-      bool woke = st.cv.wait_for(lock, std::chrono::seconds(30),
-                                 [&] { return st.stop || !st.jobs.empty(); });
+      bool woke =
+        st.cv.wait_for(lock, std::chrono::seconds(30), [&] { return st.stop || !st.jobs.empty(); });
       --st.idle;
       if (st.stop || (!woke && st.threads > st.keep))
         break;
@@ -115,20 +115,20 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
   // Errors cpp-httplib answers by itself (a body over the cap, a malformed request) get a message.
   s.set_error_handler(httplib::Server::HandlerWithResponse(
     [max = limits.max_body_bytes](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty())
-      return httplib::Server::HandlerResponse::Unhandled;
-    std::string why;
-    if (res.status == 413)
-      why = "request body larger than " + std::to_string(max) + " bytes";
-    else if (res.status == 400)
-      why = "malformed HTTP request";
-    else if (res.status == 414)
-      why = "request URI too long";
-    else
-      why = "HTTP error " + std::to_string(res.status);
-    res.set_content(why + "\n", "text/plain; charset=utf-8");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+      if (!res.body.empty())
+        return httplib::Server::HandlerResponse::Unhandled;
+      std::string why;
+      if (res.status == 413)
+        why = "request body larger than " + std::to_string(max) + " bytes";
+      else if (res.status == 400)
+        why = "malformed HTTP request";
+      else if (res.status == 414)
+        why = "request URI too long";
+      else
+        why = "HTTP error " + std::to_string(res.status);
+      res.set_content(why + "\n", "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }));
   auto serve = [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     http_request r;
     r.method = req.method;

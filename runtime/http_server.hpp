@@ -23,7 +23,7 @@ struct http_request {
   std::map<std::string, std::string> params;  // query parameters
   std::multimap<std::string, std::string> headers;
   std::string body;
-  std::string remote_addr;                    // the peer's address, for logs
+  std::string remote_addr;  // the peer's address, for logs
 
   // The value of header `name` (case-insensitive), or "".
   std::string header(const std::string& name) const;
@@ -48,12 +48,12 @@ struct http_response {
 // client costs one thread, not the endpoint; only max_connections of them at once stall it
 // (the connections after that wait in the queue). Headers are capped at 8 KiB (the library's).
 struct http_limits {
-  size_t threads = 8;                               // workers kept when idle
-  size_t max_connections = 512;                     // connections served at once (threads)
-  std::chrono::milliseconds read_timeout{5000};     // per read of a request
-  std::chrono::milliseconds write_timeout{5000};    // per write of a response
-  std::chrono::milliseconds keep_alive{5000};       // an idle kept-alive connection is closed
-  size_t max_body_bytes = 1 << 20;                  // larger bodies get 413
+  size_t threads = 8;                             // workers kept when idle
+  size_t max_connections = 512;                   // connections served at once (threads)
+  std::chrono::milliseconds read_timeout{5000};   // per read of a request
+  std::chrono::milliseconds write_timeout{5000};  // per write of a response
+  std::chrono::milliseconds keep_alive{5000};     // an idle kept-alive connection is closed
+  size_t max_body_bytes = 1 << 20;                // larger bodies get 413
 };
 
 class http_server {

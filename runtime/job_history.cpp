@@ -7,8 +7,8 @@ namespace satrap {
 void job_history::record(const job_history_sample& s) {
   double step_seconds = NAN;
   if (last_t_ms_ >= 0 && s.step > last_step_)
-    step_seconds = static_cast<double>(s.t_ms - last_t_ms_) / 1000.0
-                   / static_cast<double>(s.step - last_step_);
+    step_seconds =
+      static_cast<double>(s.t_ms - last_t_ms_) / 1000.0 / static_cast<double>(s.step - last_step_);
   auto add_event = [&](const char* kind, std::string detail) {
     events_.push_back({s.t_ms, s.step, kind, std::move(detail)});
     while (events_.size() > event_capacity_)
@@ -56,10 +56,12 @@ nlohmann::json job_history::to_json() const {
     secs.push_back(num(p.step_seconds));
     vauc.push_back(num(p.validation_auc));
     vloss.push_back(num(p.validation_logloss));
-    validation = validation || std::isfinite(p.validation_auc) || std::isfinite(p.validation_logloss);
+    validation =
+      validation || std::isfinite(p.validation_auc) || std::isfinite(p.validation_logloss);
   }
-  nlohmann::json j = {{"t_ms", t},          {"step", step},         {"loss", loss},
-                      {"samples_per_sec", sps}, {"running_auc", auc}, {"step_seconds", secs}};
+  nlohmann::json j = {{"t_ms", t},          {"step", step},
+                      {"loss", loss},       {"samples_per_sec", sps},
+                      {"running_auc", auc}, {"step_seconds", secs}};
   if (validation) {
     j["validation_auc"] = vauc;
     j["validation_logloss"] = vloss;

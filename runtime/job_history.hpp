@@ -20,16 +20,16 @@
 namespace satrap {
 
 struct job_history_sample {
-  int64_t t_ms = 0;                  // unix epoch milliseconds
+  int64_t t_ms = 0;  // unix epoch milliseconds
   int64_t step = 0;
   double loss = NAN;
   double samples_per_sec = NAN;
   double running_auc = NAN;
-  double validation_auc = NAN;       // NaN when the job does not report validation
+  double validation_auc = NAN;  // NaN when the job does not report validation
   double validation_logloss = NAN;
-  int64_t checkpoints = 0;           // counters: an increase becomes an event
+  int64_t checkpoints = 0;  // counters: an increase becomes an event
   int64_t restarts = 0;
-  std::string last_failure;          // why the newest restart happened
+  std::string last_failure;  // why the newest restart happened
 };
 
 class job_history {
@@ -63,7 +63,7 @@ class job_history {
   size_t event_capacity_;
   std::vector<point> points_;
   std::deque<event> events_;
-  int64_t stride_ = 1;          // keep every stride_-th report
+  int64_t stride_ = 1;  // keep every stride_-th report
   int64_t reports_ = 0;
   bool last_provisional_ = false;  // the last point is the newest report off the stride
   int64_t last_t_ms_ = -1;

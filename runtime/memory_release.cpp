@@ -31,10 +31,11 @@ memory_figures memory_release(std::string_view why, env& e) {
   auto ms = std::chrono::duration<double, std::milli>(e.steady_now() - start).count();
   auto after = memory_figures_now();
   constexpr double mib = 1 << 20;
-  spdlog::info("memory_released why={} rss_before_mib={:.1f} rss_after_mib={:.1f} "
-               "heap_in_use_mib={:.1f} heap_free_before_mib={:.1f} heap_free_after_mib={:.1f} ms={:.1f}",
-               why, before.rss_bytes / mib, after.rss_bytes / mib, after.in_use_bytes / mib,
-               before.free_bytes / mib, after.free_bytes / mib, ms);
+  spdlog::info(
+    "memory_released why={} rss_before_mib={:.1f} rss_after_mib={:.1f} "
+    "heap_in_use_mib={:.1f} heap_free_before_mib={:.1f} heap_free_after_mib={:.1f} ms={:.1f}",
+    why, before.rss_bytes / mib, after.rss_bytes / mib, after.in_use_bytes / mib,
+    before.free_bytes / mib, after.free_bytes / mib, ms);
   return after;
 }
 

@@ -18,9 +18,9 @@
 namespace satrap {
 
 struct memory_figures {
-  int64_t rss_bytes = 0;    // resident (/proc/self/statm)
-  int64_t in_use_bytes = 0; // malloc's blocks in use (mallinfo2: uordblks + hblkhd)
-  int64_t free_bytes = 0;   // free inside malloc's arenas (fordblks): what a trim may give back
+  int64_t rss_bytes = 0;     // resident (/proc/self/statm)
+  int64_t in_use_bytes = 0;  // malloc's blocks in use (mallinfo2: uordblks + hblkhd)
+  int64_t free_bytes = 0;    // free inside malloc's arenas (fordblks): what a trim may give back
 };
 
 memory_figures memory_figures_now();

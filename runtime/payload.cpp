@@ -53,8 +53,10 @@ capnp_payload payload_builder::finish() {
            != payload_.bytes.data() + sizeof(capnp::word)) {
     // Spilled: the size given was short. With an unzeroed tail that is a bug in the caller's
     // words_for (objects may have landed on words that were not zeroed), not an input error.
-    SATRAP_ASSERT(tail_bytes_ == 0, "payload_builder: a message with an unzeroed tail of {} bytes "
-                  "outgrew its words_for size", tail_bytes_);
+    SATRAP_ASSERT(tail_bytes_ == 0,
+                  "payload_builder: a message with an unzeroed tail of {} bytes "
+                  "outgrew its words_for size",
+                  tail_bytes_);
     return payload_encode(*this);  // flatten as usual
   }
   // Stream framing of a one-segment message: (segment count - 1) = 0, then its size in words.
@@ -95,8 +97,6 @@ capnp::ReaderOptions options_for(const capnp_payload& p) {
 
 }  // namespace
 
-payload_reader::payload_reader(const capnp_payload& p)
-  : reader_(words_of(p), options_for(p)) {
-}
+payload_reader::payload_reader(const capnp_payload& p) : reader_(words_of(p), options_for(p)) {}
 
 }  // namespace satrap

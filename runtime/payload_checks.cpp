@@ -12,8 +12,9 @@ namespace satrap {
 namespace {
 
 // What a user can do about any of these: it is never their input, always a peer's message.
-constexpr const char* hint = " (a peer sent a malformed message: check that every node runs the "
-                             "same satrap version)";
+constexpr const char* hint =
+  " (a peer sent a malformed message: check that every node runs the "
+  "same satrap version)";
 
 caf::error bad(const char* what, const std::string& why) {
   return make_error(errc::invalid_payload, std::string(what) + ": " + why + hint);
@@ -55,8 +56,8 @@ template <class T>
 caf::error equal(const char* what, const char* field, T got, T want) {
   if (got == want)
     return caf::none;
-  return bad(what, std::string(field) + " is " + std::to_string(got) + ", expected "
-                     + std::to_string(want));
+  return bad(
+    what, std::string(field) + " is " + std::to_string(got) + ", expected " + std::to_string(want));
 }
 
 // Runs `decode` on a reader of `p` with Cap'n Proto's own bounds checks turned into an error.
@@ -73,10 +74,10 @@ caf::expected<T> guarded(const capnp_payload& p, const char* what, F&& decode) {
 }
 
 // Checks in order; the first error wins.
-#define SATRAP_CHECK(expr)        \
-  do {                            \
-    if (auto err_ = (expr))       \
-      return err_;                \
+#define SATRAP_CHECK(expr)  \
+  do {                      \
+    if (auto err_ = (expr)) \
+      return err_;          \
   } while (false)
 
 }  // namespace
@@ -125,15 +126,15 @@ caf::expected<id_batch_view> decode_id_batch(const capnp_payload& p, uint32_t sl
 
 caf::expected<lookup_request_view> decode_lookup_request(const capnp_payload& p) {
   constexpr const char* what = "lookup request";
-  return guarded<lookup_request_view>(
-    p, what, [&](payload_reader& r) -> caf::expected<lookup_request_view> {
-      auto in = r.root<schema::LookupRequest>();
-      lookup_request_view v;
-      v.batch = in.getBatch();
-      v.read_only = in.getReadOnly();
-      SATRAP_CHECK(blob(what, "ids", in.getIds(), v.ids));
-      return v;
-    });
+  return guarded<lookup_request_view>(p, what,
+                                      [&](payload_reader& r) -> caf::expected<lookup_request_view> {
+                                        auto in = r.root<schema::LookupRequest>();
+                                        lookup_request_view v;
+                                        v.batch = in.getBatch();
+                                        v.read_only = in.getReadOnly();
+                                        SATRAP_CHECK(blob(what, "ids", in.getIds(), v.ids));
+                                        return v;
+                                      });
 }
 
 caf::expected<embedding_rows_view> decode_embedding_rows(const capnp_payload& p, int64_t batch,
@@ -294,9 +295,11 @@ caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p) {
       SATRAP_CHECK(blob(what, "groups", in.getGroups(), v.groups));
       SATRAP_CHECK(count(what, "labels", v.labels.size(), v.logits.size(), "one per logit"));
       if (!v.probs.empty())
-        SATRAP_CHECK(count(what, "probs", v.probs.size(), v.logits.size(), "one per logit, or none"));
+        SATRAP_CHECK(
+          count(what, "probs", v.probs.size(), v.logits.size(), "one per logit, or none"));
       if (!v.groups.empty())
-        SATRAP_CHECK(count(what, "groups", v.groups.size(), v.logits.size(), "one per logit, or none"));
+        SATRAP_CHECK(
+          count(what, "groups", v.groups.size(), v.logits.size(), "one per logit, or none"));
       return v;
     });
 }

@@ -29,10 +29,10 @@ caf::error payload_check_frame(const capnp_payload& p, const char* what);
 // data_loader -> gradient_aggregator. `slots`: the receiver's slot count (0: any).
 struct id_batch_view {
   int64_t batch = 0;
-  int8_t split = 0;                    // 0 train, 1 test, 2 validation (split_code)
-  uint32_t size = 0;                   // samples
+  int8_t split = 0;   // 0 train, 1 test, 2 validation (split_code)
+  uint32_t size = 0;  // samples
   uint32_t slots = 0;
-  std::span<const uint32_t> offsets;   // size*slots + 1 entries, 0 first, monotone, last = ids
+  std::span<const uint32_t> offsets;  // size*slots + 1 entries, 0 first, monotone, last = ids
   std::span<const uint64_t> ids;
 };
 caf::expected<id_batch_view> decode_id_batch(const capnp_payload& p, uint32_t slots);
@@ -48,7 +48,7 @@ caf::expected<lookup_request_view> decode_lookup_request(const capnp_payload& p)
 // embedding_shard -> gradient_aggregator: `rows` rows of `dim` floats, as asked for.
 struct embedding_rows_view {
   int64_t batch = 0;
-  std::span<const float> rows;         // rows x dim
+  std::span<const float> rows;  // rows x dim
 };
 caf::expected<embedding_rows_view> decode_embedding_rows(const capnp_payload& p, int64_t batch,
                                                          uint32_t dim, size_t rows);
@@ -61,7 +61,7 @@ struct pooled_view {
   uint32_t size = 0;
   uint32_t slots = 0;
   uint32_t dim = 0;
-  std::span<const float> values;       // size x slots x dim
+  std::span<const float> values;  // size x slots x dim
 };
 // gradient_aggregator -> dense_trainer.
 caf::expected<pooled_view> decode_pooled_embeddings(const capnp_payload& p);
@@ -83,7 +83,7 @@ caf::error pooled_check_shape(const pooled_view& v, const pooled_shape& s, const
 struct embedding_gradients_view {
   int64_t batch = 0;
   std::span<const uint64_t> ids;
-  std::span<const float> grads;        // ids x dim
+  std::span<const float> grads;  // ids x dim
 };
 caf::expected<embedding_gradients_view> decode_embedding_gradients(const capnp_payload& p,
                                                                    uint32_t dim);
@@ -91,10 +91,10 @@ caf::expected<embedding_gradients_view> decode_embedding_gradients(const capnp_p
 // data_loader -> dense_trainer. The batch number, split and size the trainer asked for.
 struct dense_batch_view {
   uint32_t size = 0;
-  std::span<const float> dense;        // size x dense_features
-  std::span<const float> labels;       // size
-  std::span<const float> probs;        // size, or empty
-  std::span<const uint64_t> groups;    // size, or empty (metrics.group_by on an evaluation split)
+  std::span<const float> dense;      // size x dense_features
+  std::span<const float> labels;     // size
+  std::span<const float> probs;      // size, or empty
+  std::span<const uint64_t> groups;  // size, or empty (metrics.group_by on an evaluation split)
 };
 caf::expected<dense_batch_view> decode_dense_batch(const capnp_payload& p, int64_t batch,
                                                    int8_t split, uint32_t dense_features);
@@ -103,12 +103,12 @@ caf::expected<dense_batch_view> decode_dense_batch(const capnp_payload& p, int64
 // `params`: the model's parameter count; m and v are checked against the optimizer by the caller
 // (their sizes are whole floats here).
 struct dense_state_view {
-  int64_t step = 0;                    // >= 0
-  int64_t optimizer_steps = 0;         // >= 0
+  int64_t step = 0;             // >= 0
+  int64_t optimizer_steps = 0;  // >= 0
   std::span<const float> params;
   std::span<const float> m;
   std::span<const float> v;
-  std::span<const float> ema;          // empty, or one per parameter
+  std::span<const float> ema;  // empty, or one per parameter
 };
 caf::expected<dense_state_view> decode_dense_state(const capnp_payload& p, size_t params);
 
@@ -126,9 +126,9 @@ caf::expected<std::span<const float>> decode_dense_chunk(const capnp_payload& p,
 // dense_trainer -> job_supervisor: predictions on an evaluation split (test or validation).
 struct eval_result_view {
   std::span<const float> logits;
-  std::span<const float> labels;       // as many as logits
-  std::span<const float> probs;        // as many as logits, or empty
-  std::span<const uint64_t> groups;    // as many as logits, or empty (no metrics.group_by)
+  std::span<const float> labels;     // as many as logits
+  std::span<const float> probs;      // as many as logits, or empty
+  std::span<const uint64_t> groups;  // as many as logits, or empty (no metrics.group_by)
 };
 caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p);
 

@@ -43,7 +43,7 @@ class request_watch {
   static constexpr std::chrono::milliseconds period_max{1000};
   static std::chrono::milliseconds period(const caf::duration& timeout) {
     auto t = timeout.valid() ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 deadline(time_point{}, timeout).time_since_epoch())
+               deadline(time_point{}, timeout).time_since_epoch())
                              : period_max * 8;
     return std::clamp(t / 8, period_min, period_max);
   }
@@ -61,7 +61,8 @@ class request_watch {
   bool close(uint64_t t) { return open_.erase(t) == 1; }
   // True when the caller must schedule the first tick (none is pending).
   bool arm() {
-    if (armed_) return false;
+    if (armed_)
+      return false;
     armed_ = true;
     return true;
   }

@@ -36,8 +36,10 @@ class restart_intensity {
     ++total_;
   }
 
-  int recent() const { return static_cast<int>(recent_.size()); }  // within the window, as of the last check
-  int total() const { return total_; }   // restarts recorded so far
+  int recent() const {
+    return static_cast<int>(recent_.size());
+  }                                     // within the window, as of the last check
+  int total() const { return total_; }  // restarts recorded so far
 
  private:
   int max_;

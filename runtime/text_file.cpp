@@ -20,15 +20,14 @@ caf::expected<std::string> read_text_file(const std::string& path, uint64_t max_
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error(errc::invalid_config, path + ": not a regular file (a " + what
-                                              + " must be a plain file)");
+    return make_error(errc::invalid_config,
+                      path + ": not a regular file (a " + what + " must be a plain file)");
   }
   auto limit = std::to_string(max_bytes >> 10) + " KiB";
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
-    return make_error(errc::invalid_config,
-                      path + ": " + std::to_string(st.st_size) + " bytes; a " + what
-                        + " may have at most " + limit);
+    return make_error(errc::invalid_config, path + ": " + std::to_string(st.st_size) + " bytes; a "
+                                              + what + " may have at most " + limit);
   }
   std::string text;
   text.resize(static_cast<size_t>(st.st_size) + 1);

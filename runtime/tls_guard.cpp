@@ -48,10 +48,11 @@ int SSL_connect(SSL* ssl) {
 namespace satrap {
 
 std::string tls_guard_check() {
-  for (auto [name, mine] : {std::pair<const char*, void*>{"SSL_read", reinterpret_cast<void*>(&SSL_read)},
-                            {"SSL_write", reinterpret_cast<void*>(&SSL_write)},
-                            {"SSL_accept", reinterpret_cast<void*>(&SSL_accept)},
-                            {"SSL_connect", reinterpret_cast<void*>(&SSL_connect)}})
+  for (auto [name, mine] :
+       {std::pair<const char*, void*>{"SSL_read", reinterpret_cast<void*>(&SSL_read)},
+        {"SSL_write", reinterpret_cast<void*>(&SSL_write)},
+        {"SSL_accept", reinterpret_cast<void*>(&SSL_accept)},
+        {"SSL_connect", reinterpret_cast<void*>(&SSL_connect)}})
     if (dlsym(RTLD_DEFAULT, name) != mine)
       return std::string("the OpenSSL error-queue guard is not interposed on ") + name
              + ": a failed TLS peer may close other connections";

@@ -73,8 +73,8 @@ class wake_stealing : public caf::policy::unprofiled {
     worker_data(const worker_data& other);  // the knobs; a fresh queue and wait state
 
     queue_type queue;
-    caf::timespan spin{};  // polling before parking
-    caf::timespan park{};  // parked at most this long between looks at the queues
+    caf::timespan spin{};   // polling before parking
+    caf::timespan park{};   // parked at most this long between looks at the queues
     size_t steal_from = 0;  // where this worker's next steal starts, moved on by each steal
     std::mutex lock;
     std::condition_variable cv;

@@ -42,8 +42,7 @@ batch gather_rows(job_data& data, const exported_model& m, int64_t first, int n,
 
 caf::expected<scoring_result> score_test_split(std::shared_ptr<const exported_model> model,
                                                const job_spec& spec, job_data& data,
-                                               int rows_at_once, const scored_row& on_row,
-                                               env& e) {
+                                               int rows_at_once, const scored_row& on_row, env& e) {
   auto& m = *model;
   const int jbs = spec.training.batch_size;
   const int bs = rows_at_once > 0 ? rows_at_once : jbs;

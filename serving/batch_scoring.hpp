@@ -19,11 +19,11 @@ namespace satrap {
 
 struct scoring_result {
   int64_t rows = 0;
-  double seconds = 0;      // scoring time, on env's steady clock
+  double seconds = 0;  // scoring time, on env's steady clock
   double rows_per_sec = 0;
-  double auc = 0;          // NaN when there were no rows
-  double logloss = 0;      // NaN when there were no rows
-  double ne = 0;           // logloss over the labels' entropy; NaN when every label is the same
+  double auc = 0;      // NaN when there were no rows
+  double logloss = 0;  // NaN when there were no rows
+  double ne = 0;       // logloss over the labels' entropy; NaN when every label is the same
 };
 
 // Row `i` of batch `b` (its label b.labels[i]) scored `logit`.

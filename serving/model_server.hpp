@@ -31,20 +31,20 @@
 namespace satrap {
 
 struct model_server_options {
-  std::string model_dir;                             // a model folder to serve, or
-  std::string watch_dir;                             // a folder of model folders (newest served)
+  std::string model_dir;  // a model folder to serve, or
+  std::string watch_dir;  // a folder of model folders (newest served)
   std::string host = "127.0.0.1";
   uint16_t port = 8500;
-  int workers = 0;                                   // scoring threads; 0: one per core
-  int http_threads = 64;                             // connections served at once
-  int max_batch = 256;                               // instances per scored batch
-  std::chrono::microseconds max_queue_delay{500};    // wait for more after the first request
-  std::string admin_token;                           // "": POST /admin/reload refused
-  size_t max_body_bytes = 64u << 20;                 // larger bodies get 413
-  size_t max_instances = 4096;                       // per request
+  int workers = 0;                                 // scoring threads; 0: one per core
+  int http_threads = 64;                           // connections served at once
+  int max_batch = 256;                             // instances per scored batch
+  std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
+  std::string admin_token;                         // "": POST /admin/reload refused
+  size_t max_body_bytes = 64u << 20;               // larger bodies get 413
+  size_t max_instances = 4096;                     // per request
   std::chrono::milliseconds watch_interval{1000};
-  std::chrono::milliseconds read_timeout{5000};      // a slow client is cut off after this
-  env* environment = &default_env();                 // the clock of load times and latencies
+  std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
+  env* environment = &default_env();             // the clock of load times and latencies
 };
 
 class model_server {

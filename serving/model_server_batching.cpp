@@ -37,7 +37,7 @@ void model_server::impl::worker_loop() {
 }
 
 void model_server::impl::score(const std::shared_ptr<served_version>& v,
-           std::vector<std::shared_ptr<pending_request>>& batch, int n) {
+                               std::vector<std::shared_ptr<pending_request>>& batch, int n) {
   batches.observe(n, batch_bounds);
   instances += n;
   auto scorer = v->take_scorer();

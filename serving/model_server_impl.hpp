@@ -78,9 +78,8 @@ struct pending_request {
 };
 
 // Latency buckets (seconds) and batch-size buckets (instances).
-constexpr std::array<double, 14> latency_bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003,
-                                                   0.005,  0.0075,  0.01,   0.025, 0.05,  0.1,
-                                                   0.25,   1.0};
+constexpr std::array<double, 14> latency_bounds = {
+  0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
 constexpr std::array<double, 10> batch_bounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
 
 template <size_t N>
@@ -95,10 +94,10 @@ struct histogram {
     ++counts[b];
     ++count;
     double old = sum.load();
-    while (!sum.compare_exchange_weak(old, old + v)) {
-    }
+    while (!sum.compare_exchange_weak(old, old + v)) {}
   }
-  void render(std::ostringstream& os, const std::string& name, const std::array<double, N>& bounds) const {
+  void render(std::ostringstream& os, const std::string& name,
+              const std::array<double, N>& bounds) const {
     int64_t cumulative = 0;
     for (size_t b = 0; b < N; ++b) {
       cumulative += counts[b].load();

@@ -59,7 +59,8 @@ http_response model_server::impl::route(const http_request& req) {
     return {200, "text/plain; charset=utf-8", "ok\n"};
   if (path == "/readyz") {
     auto v = now();
-    return v ? http_response{200, "text/plain; charset=utf-8", "ready " + v->model->meta().version + "\n"}
+    return v ? http_response{200, "text/plain; charset=utf-8",
+                             "ready " + v->model->meta().version + "\n"}
              : http_response{503, "text/plain; charset=utf-8", "no model loaded\n"};
   }
   if (path == "/metrics")
@@ -68,9 +69,11 @@ http_response model_server::impl::route(const http_request& req) {
     if (req.method != "POST")
       return json_error(405, "use POST /admin/reload");
     if (options.admin_token.empty())
-      return count(403, "admin"), json_error(403, "reloading on request is off (start serve with --admin-token-file)");
+      return count(403, "admin"),
+             json_error(403, "reloading on request is off (start serve with --admin-token-file)");
     if (req.header("Authorization") != "Bearer " + options.admin_token)
-      return count(401, "admin"), json_error(401, "wrong or missing admin token (Authorization: Bearer <token>)");
+      return count(401, "admin"),
+             json_error(401, "wrong or missing admin token (Authorization: Bearer <token>)");
     std::string dir;
     if (auto it = req.params.find("dir"); it != req.params.end())
       dir = it->second;
@@ -89,7 +92,8 @@ http_response model_server::impl::route(const http_request& req) {
     auto colon = rest.find(':');
     if (colon != std::string::npos) {
       if (rest.substr(colon) != ":predict")
-        return count(404, "unknown_path"), json_error(404, "unknown verb '" + rest.substr(colon + 1) + "' (use :predict)");
+        return count(404, "unknown_path"),
+               json_error(404, "unknown verb '" + rest.substr(colon + 1) + "' (use :predict)");
       if (req.method != "POST")
         return count(405, "method"), json_error(405, "use POST for :predict");
       return predict(req, rest.substr(0, colon));
@@ -104,7 +108,8 @@ http_response model_server::impl::route(const http_request& req) {
               + "\",\"state\":\"AVAILABLE\"}]}"};
   }
   count(404, "unknown_path");
-  return json_error(404, "unknown path " + path + " (POST /v1/models/<name>:predict, GET /healthz, /readyz, /metrics)");
+  return json_error(404, "unknown path " + path
+                           + " (POST /v1/models/<name>:predict, GET /healthz, /readyz, /metrics)");
 }
 
 }  // namespace satrap

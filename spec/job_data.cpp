@@ -20,7 +20,8 @@ caf::expected<cached_dataset> convert(const job_spec& spec, const char* split,
   dataset_convert_options o;
   auto files = expand_data_files(patterns, "");
   if (!files)
-    return make_error(errc::invalid_config, std::string("data.") + split + "_files: " + files.error());
+    return make_error(errc::invalid_config,
+                      std::string("data.") + split + "_files: " + files.error());
   o.files = std::move(files.value());
   o.format = spec.data.format;
   o.on_error = spec.data.on_error;
@@ -30,7 +31,8 @@ caf::expected<cached_dataset> convert(const job_spec& spec, const char* split,
   o.cache_max_bytes = static_cast<uint64_t>(spec.data.cache_max_mib) << 20;
   auto built = dataset_cache_build(o);
   if (!built)
-    return make_error(built.bad_input() ? errc::invalid_config : errc::io_failure, "data: " + built.error());
+    return make_error(built.bad_input() ? errc::invalid_config : errc::io_failure,
+                      "data: " + built.error());
   auto& r = built.value();
   if (r.trimmed > 0)
     spdlog::info("data_cache_trimmed removed={} cap_mib={} root={}", r.trimmed,
@@ -81,13 +83,14 @@ caf::expected<job_data> open_files(const job_spec& spec) {
   auto test_all = (src->samples(data_split::test) + batch - 1) / batch;
   out.test_batches = t.test_batches == 0 ? test_all : std::min(t.test_batches, test_all);
   auto valid_all = (src->samples(data_split::validation) + batch - 1) / batch;
-  out.validation_batches = t.validation_batches == 0 ? valid_all : std::min(t.validation_batches, valid_all);
+  out.validation_batches =
+    t.validation_batches == 0 ? valid_all : std::min(t.validation_batches, valid_all);
   out.epoch_steps = std::max<int64_t>(1, src->samples(data_split::train) / (batch * trainers));
-  spdlog::info("data_opened train_samples={} validation_samples={} test_samples={} train_batches={} "
-               "validation_batches={} test_batches={}",
-               src->samples(data_split::train), src->samples(data_split::validation),
-               src->samples(data_split::test), out.train_batches, out.validation_batches,
-               out.test_batches);
+  spdlog::info(
+    "data_opened train_samples={} validation_samples={} test_samples={} train_batches={} "
+    "validation_batches={} test_batches={}",
+    src->samples(data_split::train), src->samples(data_split::validation),
+    src->samples(data_split::test), out.train_batches, out.validation_batches, out.test_batches);
   out.source = std::move(src);
   return out;
 }

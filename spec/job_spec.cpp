@@ -84,8 +84,8 @@ caf::error load_node(const YAML::Node& node, const std::string& prefix, const st
       continue;
     }
     if (!field)
-      return make_error(errc::invalid_config, where(origin, key_node.Mark()) + ": unknown key '"
-                                                + key + "'");
+      return make_error(errc::invalid_config,
+                        where(origin, key_node.Mark()) + ": unknown key '" + key + "'");
     std::string text;
     if (value.IsScalar())
       text = value.Scalar();
@@ -112,8 +112,7 @@ caf::error job_spec_load_text(const std::string& text, const std::string& origin
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return make_error(errc::invalid_config,
-                      where(origin, e.mark) + ": not valid YAML: " + e.msg);
+    return make_error(errc::invalid_config, where(origin, e.mark) + ": not valid YAML: " + e.msg);
   }
   if (root.IsNull())
     return caf::none;
@@ -133,7 +132,8 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   auto text = read_text_file(path, job_file_max_bytes, "job file");
   if (!text)
     return text.error();
-  auto train = spec.data.train_files, test = spec.data.test_files, valid = spec.data.validation_files;
+  auto train = spec.data.train_files, test = spec.data.test_files,
+       valid = spec.data.validation_files;
   auto cache = spec.data.cache_dir;
   auto ckpt = spec.checkpoint.dir, resume = spec.checkpoint.resume_from;
   if (auto err = job_spec_load_text(*text, path, spec))
@@ -141,7 +141,8 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   // Data paths (files, cache folder) the file gives are relative to the file's folder, so a job
   // runs from anywhere.
   auto folder = std::filesystem::absolute(path).parent_path();
-  for (auto [files, before] : {std::pair{&spec.data.train_files, &train}, {&spec.data.test_files, &test},
+  for (auto [files, before] : {std::pair{&spec.data.train_files, &train},
+                               {&spec.data.test_files, &test},
                                {&spec.data.validation_files, &valid}})
     if (*files != *before)
       for (auto& f : *files)
@@ -150,8 +151,8 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   auto& dir = spec.data.cache_dir;
   if (dir != cache && !dir.empty() && std::filesystem::path(dir).is_relative())
     dir = (folder / dir).lexically_normal().string();
-  for (auto [d, before] : {std::pair{&spec.checkpoint.dir, &ckpt},
-                           {&spec.checkpoint.resume_from, &resume}})
+  for (auto [d, before] :
+       {std::pair{&spec.checkpoint.dir, &ckpt}, {&spec.checkpoint.resume_from, &resume}})
     if (*d != *before && !d->empty() && std::filesystem::path(*d).is_relative())
       *d = (folder / *d).lexically_normal().string();
   auto& history = spec.training.history_file;

@@ -28,10 +28,10 @@
 namespace satrap {
 
 struct model_spec {
-  dense_model_config network;           // type and shape; slots and dense_features follow the data section
-  pooling pool = pooling::sum;          // how a bag of ids becomes one vector
-  dense_optimizer_options dense;        // dense optimizer (synchronous, all-reduced)
-  embedding_options embedding;          // sparse optimizer and initialiser; dim follows network.dim
+  dense_model_config network;   // type and shape; slots and dense_features follow the data section
+  pooling pool = pooling::sum;  // how a bag of ids becomes one vector
+  dense_optimizer_options dense;  // dense optimizer (synchronous, all-reduced)
+  embedding_options embedding;    // sparse optimizer and initialiser; dim follows network.dim
 };
 
 // Where a job's batches come from: the synthetic teacher, or files of one format.
@@ -42,18 +42,19 @@ const char* data_source_name(data_source s);
 
 struct data_spec {
   data_source source = data_source::synthetic;
-  synthetic_options synthetic;          // the synthetic data set and its hidden teacher
+  synthetic_options synthetic;  // the synthetic data set and its hidden teacher
   // File data (see models/data/dataset_cache.hpp and file_source.hpp). Paths (files, cache_dir)
   // from a job file are made absolute against its folder; from flags, relative to the working one.
-  std::vector<std::string> train_files; // paths or globs of the training data
-  std::vector<std::string> test_files;  // paths or globs; empty: hold out reading.test_fraction
+  std::vector<std::string> train_files;  // paths or globs of the training data
+  std::vector<std::string> test_files;   // paths or globs; empty: hold out reading.test_fraction
   std::vector<std::string> validation_files;  // paths or globs; empty: reading.validation_fraction
-  text_format_options format;           // slots and field_starts (the format follows `source`)
-  on_error_policy on_error = on_error_policy::fail;  // a bad line stops the job, or is skipped and counted
-  file_source_options reading;          // shuffle, shuffle window, shuffle seed, held-out fraction
-  uint32_t chunk_samples = 65536;       // samples per cache chunk file
-  std::string cache_dir;                // where converted data sets go; "": $TMPDIR/satrap-cache
-  int64_t cache_max_mib = 20480;        // the cache folder's size cap (LRU data sets go); 0: none
+  text_format_options format;  // slots and field_starts (the format follows `source`)
+  on_error_policy on_error =
+    on_error_policy::fail;         // a bad line stops the job, or is skipped and counted
+  file_source_options reading;     // shuffle, shuffle window, shuffle seed, held-out fraction
+  uint32_t chunk_samples = 65536;  // samples per cache chunk file
+  std::string cache_dir;           // where converted data sets go; "": $TMPDIR/satrap-cache
+  int64_t cache_max_mib = 20480;   // the cache folder's size cap (LRU data sets go); 0: none
   // Feature crosses (models/data/feature_cross.hpp): each adds a sparse slot after the data's own,
   // whose ids hash the crossed slots' ids; applied to every batch of every split, and by serving.
   feature_crosses crosses;
@@ -67,62 +68,62 @@ enum class dense_device { cpu, cuda };
 enum class stop_metric { auc, logloss };
 struct early_stopping_spec {
   stop_metric metric = stop_metric::auc;
-  int32_t patience = 0;                 // evaluations without improvement; 0: off
-  double min_delta = 0.0;               // the smallest change that counts as an improvement
+  int32_t patience = 0;    // evaluations without improvement; 0: off
+  double min_delta = 0.0;  // the smallest change that counts as an improvement
 };
 
 struct training_spec {
-  int32_t batch_size = 512;             // samples per batch (per trainer)
-  int64_t train_batches = 4000;         // training batches in all (split among the trainers)
-  int64_t test_batches = 200;           // held-out batches evaluated at the end (file data: at most all)
-  int32_t epochs = 1;                   // file data with train_batches 0: passes over the training split
-  int32_t staleness = 2;                // K: a lookup may miss the gradients of <= K earlier steps
+  int32_t batch_size = 512;      // samples per batch (per trainer)
+  int64_t train_batches = 4000;  // training batches in all (split among the trainers)
+  int64_t test_batches = 200;    // held-out batches evaluated at the end (file data: at most all)
+  int32_t epochs = 1;            // file data with train_batches 0: passes over the training split
+  int32_t staleness = 2;         // K: a lookup may miss the gradients of <= K earlier steps
   dense_device device = dense_device::cpu;  // where the dense trainers compute
-  uint64_t seed = 7;                    // dense model initialisation
-  int32_t progress_every = 20;          // steps between progress reports from each trainer
-  int32_t blas_threads = 0;             // OpenBLAS threads per CPU trainer; 0: auto (blas_threads.hpp)
+  uint64_t seed = 7;                        // dense model initialisation
+  int32_t progress_every = 20;              // steps between progress reports from each trainer
+  int32_t blas_threads = 0;  // OpenBLAS threads per CPU trainer; 0: auto (blas_threads.hpp)
   // Validation while training (needs a validation split: data.validation_files or
   // data.validation_fraction, or synthetic data with validation_batches > 0).
-  int64_t eval_every = 0;               // steps (per trainer) between evaluations; 0: each epoch
-  int64_t validation_batches = 0;       // file data: at most this many (0: all); synthetic: the stream
+  int64_t eval_every = 0;          // steps (per trainer) between evaluations; 0: each epoch
+  int64_t validation_batches = 0;  // file data: at most this many (0: all); synthetic: the stream
   early_stopping_spec early_stopping;
-  double target_auc = 0.0;              // stop once validation AUC reaches it; 0: off
-  std::string history_file;             // validation history as JSON lines; "": none
+  double target_auc = 0.0;   // stop once validation AUC reaches it; 0: off
+  std::string history_file;  // validation history as JSON lines; "": none
 };
 
 // Evaluation metrics.
 struct metrics_spec {
-  int32_t group_by = -1;                // slot whose id groups the grouped AUC (e.g. the user); -1: none
+  int32_t group_by = -1;  // slot whose id groups the grouped AUC (e.g. the user); -1: none
 };
 
 struct placement_spec {
-  int32_t shards = 2;                   // embedding_shard actors
-  int32_t aggregators = 2;              // gradient_aggregator actors
-  int32_t loaders = 2;                  // data_loader actors
-  int32_t trainers = 1;                 // dense_trainer replicas (data parallel)
-  int32_t partitions = 4096;            // virtual partitions that map ids to shards
-  uint64_t embedding_rows = 0;          // rows the tables will hold, for sizing; 0: slots x vocab
-  std::string shard_selector;           // labels a node needs to take shards, "k=v,k2=v2"
-  std::string aggregator_selector;      // ... to take aggregators
-  std::string loader_selector;          // ... to take loaders
-  std::string trainer_selector;         // ... to take trainers
+  int32_t shards = 2;               // embedding_shard actors
+  int32_t aggregators = 2;          // gradient_aggregator actors
+  int32_t loaders = 2;              // data_loader actors
+  int32_t trainers = 1;             // dense_trainer replicas (data parallel)
+  int32_t partitions = 4096;        // virtual partitions that map ids to shards
+  uint64_t embedding_rows = 0;      // rows the tables will hold, for sizing; 0: slots x vocab
+  std::string shard_selector;       // labels a node needs to take shards, "k=v,k2=v2"
+  std::string aggregator_selector;  // ... to take aggregators
+  std::string loader_selector;      // ... to take loaders
+  std::string trainer_selector;     // ... to take trainers
 };
 
 // Consistent checkpoints (see models/checkpoint/job_checkpoint.hpp). The directory must be on
 // storage every node of the job sees (shards write their own files).
 struct checkpoint_spec {
-  std::string dir;                      // where checkpoints go; "": none (a restart begins at step 0)
-  int64_t every_steps = 0;              // steps (per trainer) between checkpoints; 0: never
-  int32_t every_seconds = 0;            // seconds between checkpoints; 0: never
-  int32_t full_every = 5;               // every Nth checkpoint is full, the others incremental
-  int32_t keep = 3;                     // complete checkpoints kept (and what their chains need); 0: all
-  std::string resume_from;              // a checkpoint directory to continue from (its newest one)
+  std::string dir;            // where checkpoints go; "": none (a restart begins at step 0)
+  int64_t every_steps = 0;    // steps (per trainer) between checkpoints; 0: never
+  int32_t every_seconds = 0;  // seconds between checkpoints; 0: never
+  int32_t full_every = 5;     // every Nth checkpoint is full, the others incremental
+  int32_t keep = 3;           // complete checkpoints kept (and what their chains need); 0: all
+  std::string resume_from;    // a checkpoint directory to continue from (its newest one)
 };
 
 // Restart intensity, as in Erlang/OTP: past max_restarts within window_s seconds the job fails.
 struct supervision_spec {
-  int32_t max_restarts = 3;             // restarts of the job's actors allowed within the window
-  int32_t window_s = 600;               // the window, in seconds
+  int32_t max_restarts = 3;  // restarts of the job's actors allowed within the window
+  int32_t window_s = 600;    // the window, in seconds
 };
 
 struct job_spec {
@@ -134,7 +135,7 @@ struct job_spec {
   checkpoint_spec checkpoint;
   supervision_spec supervision;
   metrics_spec metrics;
-  job_timing timing;                    // timeouts and intervals (spec/knobs.hpp)
+  job_timing timing;  // timeouts and intervals (spec/knobs.hpp)
   // The keys a file or a flag set (every job_field's `set` records its key). job_spec_finalize
   // reads it for the defaults that depend on other keys: the default job's DLRM settings (a
   // linear top over dot_cat, the dense weight average) give way for the other model types and

@@ -26,7 +26,8 @@ int job_data_slots(const data_spec& d) {
 }
 
 int job_data_dense_features(const data_spec& d) {
-  return d.source == data_source::synthetic ? d.synthetic.dense_features : text_format_dense_features(d.format);
+  return d.source == data_source::synthetic ? d.synthetic.dense_features
+                                            : text_format_dense_features(d.format);
 }
 
 namespace job_spec_detail {
@@ -39,27 +40,31 @@ std::vector<job_field> data_fields() {
                       {"libffm", data_source::libffm}),
     SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
                       data.train_files),
-    SATRAP_LIST_FIELD("data.test_files", "test-files", "test data files; none: hold out data.test_fraction",
-                      data.test_files),
-    SATRAP_LIST_FIELD("data.validation_files", "validation-files",
-                      "validation data files (model choice, never trained on); none: data.validation_fraction",
-                      data.validation_files),
-    SATRAP_REAL_FIELD("data.validation_fraction", "validation-fraction",
-                      "without validation files: this fraction of training rows (by a hash of row and data.seed) validates",
-                      data.reading.validation_fraction, 0.0, 0.9),
-    SATRAP_REAL_FIELD("data.test_fraction", "", "without test files: the tail of the training data held out",
+    SATRAP_LIST_FIELD("data.test_files", "test-files",
+                      "test data files; none: hold out data.test_fraction", data.test_files),
+    SATRAP_LIST_FIELD(
+      "data.validation_files", "validation-files",
+      "validation data files (model choice, never trained on); none: data.validation_fraction",
+      data.validation_files),
+    SATRAP_REAL_FIELD(
+      "data.validation_fraction", "validation-fraction",
+      "without validation files: this fraction of training rows (by a hash of row and data.seed) validates",
+      data.reading.validation_fraction, 0.0, 0.9),
+    SATRAP_REAL_FIELD("data.test_fraction", "",
+                      "without test files: the tail of the training data held out",
                       data.reading.test_fraction, 0.0, 0.99),
     SATRAP_INT_FIELD("data.slots", "", "libsvm by position / libffm: sparse slots per sample",
                      data.format.slots, 0, 1024),
-    job_field{"data.field_starts", "", "libsvm / libfm: first feature id of each slot",
-              [](job_spec& s, const std::string& t) { return parse_ids(t, s.data.format.field_starts); },
-              [](const job_spec& s) {
-                std::vector<std::string> ids;
-                for (auto id : s.data.format.field_starts)
-                  ids.push_back(std::to_string(id));
-                return show_list(ids, ", ");
-              },
-              true},
+    job_field{
+      "data.field_starts", "", "libsvm / libfm: first feature id of each slot",
+      [](job_spec& s, const std::string& t) { return parse_ids(t, s.data.format.field_starts); },
+      [](const job_spec& s) {
+        std::vector<std::string> ids;
+        for (auto id : s.data.format.field_starts)
+          ids.push_back(std::to_string(id));
+        return show_list(ids, ", ");
+      },
+      true},
     job_field{"data.crosses", "cross",
               "feature crosses: each a list of 2 or more sparse slots (e.g. user, item) whose ids "
               "are hashed into one extra slot (flag: one cross A,B per use)",
@@ -78,8 +83,10 @@ std::vector<job_field> data_fields() {
                         data.cache_dir),
     SATRAP_INT_FIELD("data.cache_max_mib", "cache-max-mib",
                      "size cap of data.cache_dir: least recently used data sets beyond it are "
-                     "deleted (never the job's own; 0: no cap)", data.cache_max_mib, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample", data.synthetic.slots, 1, 1024),
+                     "deleted (never the job's own; 0: no cap)",
+                     data.cache_max_mib, int64_t{0}, i64max),
+    SATRAP_INT_FIELD("data.synthetic.slots", "slots", "sparse slots per sample",
+                     data.synthetic.slots, 1, 1024),
     SATRAP_INT_FIELD("data.synthetic.vocab", "vocab", "distinct ids per slot", data.synthetic.vocab,
                      uint64_t{1}, uint64_t{1} << 40),
     SATRAP_REAL_FIELD("data.synthetic.zipf_exponent", "zipf", "id popularity exponent",
@@ -88,8 +95,8 @@ std::vector<job_field> data_fields() {
                      data.synthetic.ids_per_sample, 1, 1024),
     SATRAP_INT_FIELD("data.synthetic.dense_features", "dense-features", "dense features per sample",
                      data.synthetic.dense_features, 1, 4096),
-    SATRAP_INT_FIELD("data.synthetic.seed", "data-seed", "data and teacher seed", data.synthetic.seed,
-                     uint64_t{0}, u64max),
+    SATRAP_INT_FIELD("data.synthetic.seed", "data-seed", "data and teacher seed",
+                     data.synthetic.seed, uint64_t{0}, u64max),
     SATRAP_REAL_FIELD("data.synthetic.teacher_bias", "", "teacher base logit",
                       data.synthetic.teacher_bias, -20.0, 20.0),
     SATRAP_REAL_FIELD("data.synthetic.teacher_id_std", "", "std of the per-id effects",
@@ -111,7 +118,8 @@ caf::error data_finalize(job_spec& spec) {
                       : d.source == data_source::libffm ? text_format::libffm
                                                         : text_format::libsvm;
     if (auto format = text_format_check(d.format); !format)
-      return bad_spec("data: expected " + format.error() + " for data.source " + data_source_name(d.source));
+      return bad_spec("data: expected " + format.error() + " for data.source "
+                      + data_source_name(d.source));
     if (d.train_files.empty())
       return bad_spec("data.train_files: expected at least one file for data.source "
                       + std::string(data_source_name(d.source)));
@@ -119,11 +127,14 @@ caf::error data_finalize(job_spec& spec) {
   if (auto crosses = check_crosses(d.crosses, job_data_input_slots(d)); !crosses)
     return bad_spec(crosses.error());
   if (!d.validation_files.empty() && d.reading.validation_fraction > 0.0)
-    return bad_spec("data.validation_fraction: expected 0 when data.validation_files is given (one "
-                    "validation split)");
-  if (d.source == data_source::synthetic && (!d.validation_files.empty() || d.reading.validation_fraction > 0.0))
-    return bad_spec("data.validation_files / data.validation_fraction: synthetic data has a validation "
-                    "stream instead: set training.validation_batches");
+    return bad_spec(
+      "data.validation_fraction: expected 0 when data.validation_files is given (one "
+      "validation split)");
+  if (d.source == data_source::synthetic
+      && (!d.validation_files.empty() || d.reading.validation_fraction > 0.0))
+    return bad_spec(
+      "data.validation_files / data.validation_fraction: synthetic data has a validation "
+      "stream instead: set training.validation_batches");
   return caf::none;
 }
 

@@ -38,7 +38,9 @@ caf::error model_finalize(job_spec& spec);
 caf::error run_finalize(job_spec& spec);
 
 // A spec that does not make sense: `what` names the key, what was expected and what it got.
-inline caf::error bad_spec(const std::string& what) { return make_error(errc::invalid_config, what); }
+inline caf::error bad_spec(const std::string& what) {
+  return make_error(errc::invalid_config, what);
+}
 
 // ---- value parsers: "" on success, else what was expected -----------------------------------
 
@@ -135,7 +137,8 @@ inline bool split_nested(const std::string& text, std::vector<std::vector<std::s
 
 // data.crosses: lists of slot numbers (their range is checked with the data, in data_finalize).
 inline std::string parse_crosses(const std::string& text, feature_crosses& out) {
-  const char* want = "a list of crosses, each a list of 2 or more sparse slots, e.g. [[0, 1], [1, 2]]";
+  const char* want =
+    "a list of crosses, each a list of 2 or more sparse slots, e.g. [[0, 1], [1, 2]]";
   std::vector<std::vector<std::string>> items;
   if (!split_nested(text, items))
     return want;
@@ -144,7 +147,8 @@ inline std::string parse_crosses(const std::string& text, feature_crosses& out) 
     v.emplace_back();
     for (auto& item : cross) {
       int x = 0;
-      if (!parse_int(item, x, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()).empty())
+      if (!parse_int(item, x, std::numeric_limits<int>::min(), std::numeric_limits<int>::max())
+             .empty())
         return want;
       v.back().push_back(x);
     }
@@ -196,48 +200,48 @@ std::string show(T x) {
   return os.str();
 }
 
-#define SATRAP_INT_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)                                        \
-  job_field {                                                                                    \
-    KEY, FLAG, HELP,                                                                             \
-      [](job_spec& s, const std::string& t) {                                                    \
-        return parse_int<decltype(s.MEMBER)>(t, s.MEMBER, LO, HI);                               \
-      },                                                                                         \
-      [](const job_spec& s) { return std::to_string(s.MEMBER); }                                \
+#define SATRAP_INT_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)          \
+  job_field {                                                      \
+    KEY, FLAG, HELP,                                               \
+      [](job_spec& s, const std::string& t) {                      \
+        return parse_int<decltype(s.MEMBER)>(t, s.MEMBER, LO, HI); \
+      },                                                           \
+      [](const job_spec& s) { return std::to_string(s.MEMBER); }   \
   }
-#define SATRAP_REAL_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)                                       \
-  job_field {                                                                                    \
-    KEY, FLAG, HELP,                                                                             \
-      [](job_spec& s, const std::string& t) { return parse_real(t, s.MEMBER, LO, HI); },        \
-      [](const job_spec& s) { return show(s.MEMBER); }                                          \
+#define SATRAP_REAL_FIELD(KEY, FLAG, HELP, MEMBER, LO, HI)                               \
+  job_field {                                                                            \
+    KEY, FLAG, HELP,                                                                     \
+      [](job_spec& s, const std::string& t) { return parse_real(t, s.MEMBER, LO, HI); }, \
+      [](const job_spec& s) { return show(s.MEMBER); }                                   \
   }
-#define SATRAP_ENUM_FIELD(KEY, FLAG, HELP, MEMBER, ...)                                          \
-  job_field {                                                                                    \
-    KEY, FLAG, HELP,                                                                             \
-      [](job_spec& s, const std::string& t) { return parse_enum(t, s.MEMBER, {__VA_ARGS__}); },  \
-      [](const job_spec& s) { return show_enum(s.MEMBER, {__VA_ARGS__}); }                       \
+#define SATRAP_ENUM_FIELD(KEY, FLAG, HELP, MEMBER, ...)                                         \
+  job_field {                                                                                   \
+    KEY, FLAG, HELP,                                                                            \
+      [](job_spec& s, const std::string& t) { return parse_enum(t, s.MEMBER, {__VA_ARGS__}); }, \
+      [](const job_spec& s) { return show_enum(s.MEMBER, {__VA_ARGS__}); }                      \
   }
-#define SATRAP_STRING_FIELD(KEY, FLAG, HELP, MEMBER)                                             \
-  job_field {                                                                                    \
-    KEY, FLAG, HELP,                                                                             \
-      [](job_spec& s, const std::string& t) {                                                    \
-        s.MEMBER = t;                                                                            \
-        return std::string{};                                                                    \
-      },                                                                                         \
-      [](const job_spec& s) { return s.MEMBER; }                                                \
+#define SATRAP_STRING_FIELD(KEY, FLAG, HELP, MEMBER) \
+  job_field {                                        \
+    KEY, FLAG, HELP,                                 \
+      [](job_spec& s, const std::string& t) {        \
+        s.MEMBER = t;                                \
+        return std::string{};                        \
+      },                                             \
+      [](const job_spec& s) { return s.MEMBER; }     \
   }
-#define SATRAP_LIST_FIELD(KEY, FLAG, HELP, MEMBER)                                               \
-  job_field {                                                                                    \
-    KEY, FLAG, HELP,                                                                             \
-      [](job_spec& s, const std::string& t) {                                                    \
-        s.MEMBER = split_list(t);                                                                \
-        return std::string{};                                                                    \
-      },                                                                                         \
-      [](const job_spec& s) { return show_list(s.MEMBER); }, true                               \
+#define SATRAP_LIST_FIELD(KEY, FLAG, HELP, MEMBER)                \
+  job_field {                                                     \
+    KEY, FLAG, HELP,                                              \
+      [](job_spec& s, const std::string& t) {                     \
+        s.MEMBER = split_list(t);                                 \
+        return std::string{};                                     \
+      },                                                          \
+      [](const job_spec& s) { return show_list(s.MEMBER); }, true \
   }
 #define SATRAP_SIZES_FIELD(KEY, FLAG, HELP, MEMBER)                                              \
   job_field {                                                                                    \
     KEY, FLAG, HELP, [](job_spec& s, const std::string& t) { return parse_sizes(t, s.MEMBER); }, \
-      [](const job_spec& s) { return show_sizes(s.MEMBER); }, true                              \
+      [](const job_spec& s) { return show_sizes(s.MEMBER); }, true                               \
   }
 
 using dok = dense_optimizer_kind;

@@ -10,39 +10,50 @@ std::vector<job_field> model_fields() {
   return {
     SATRAP_ENUM_FIELD("model.type", "model", "dense model", model.network.type,
                       {"dlrm", dense_model_type::dlrm}, {"dcn_v2", dense_model_type::dcn_v2},
-                      {"deepfm", dense_model_type::deepfm}, {"wide_deep", dense_model_type::wide_deep}),
-    SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.network.dim, 1, 4096),
+                      {"deepfm", dense_model_type::deepfm},
+                      {"wide_deep", dense_model_type::wide_deep}),
+    SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.network.dim,
+                     1, 4096),
     SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.network.bottom),
     SATRAP_SIZES_FIELD("model.top", "top", "top (deep) MLP hidden sizes", model.network.top),
     SATRAP_ENUM_FIELD("model.interaction", "interaction",
-                      "dlrm: dot, cat (raw embeddings to the top MLP) or dot_cat", model.network.interaction,
-                      {"dot", dlrm_interaction::dot}, {"cat", dlrm_interaction::cat},
-                      {"dot_cat", dlrm_interaction::dot_cat}),
-    SATRAP_REAL_FIELD("model.dropout", "dropout", "dlrm: dropout on the top MLP's hidden layers (training only)",
+                      "dlrm: dot, cat (raw embeddings to the top MLP) or dot_cat",
+                      model.network.interaction, {"dot", dlrm_interaction::dot},
+                      {"cat", dlrm_interaction::cat}, {"dot_cat", dlrm_interaction::dot_cat}),
+    SATRAP_REAL_FIELD("model.dropout", "dropout",
+                      "dlrm: dropout on the top MLP's hidden layers (training only)",
                       model.network.dropout, 0.0, 0.9),
-    SATRAP_ENUM_FIELD("model.precision", "precision",
-                      "GEMM precision: fp32, or bf16 / fp16 with fp32 master weights (training.device cuda only)",
-                      model.network.precision, {"fp32", dense_precision::fp32},
-                      {"bf16", dense_precision::bf16}, {"fp16", dense_precision::fp16}),
-    SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers", model.network.cross_layers, 0, 64),
-    SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool,
-                      {"sum", pooling::sum}, {"mean", pooling::mean}),
+    SATRAP_ENUM_FIELD(
+      "model.precision", "precision",
+      "GEMM precision: fp32, or bf16 / fp16 with fp32 master weights (training.device cuda only)",
+      model.network.precision, {"fp32", dense_precision::fp32}, {"bf16", dense_precision::bf16},
+      {"fp16", dense_precision::fp16}),
+    SATRAP_INT_FIELD("model.cross_layers", "cross-layers", "dcn_v2: cross layers",
+                     model.network.cross_layers, 0, 64),
+    SATRAP_ENUM_FIELD("model.pooling", "pooling", "bag pooling", model.pool, {"sum", pooling::sum},
+                      {"mean", pooling::mean}),
     SATRAP_ENUM_FIELD("model.dense_optimizer.kind", "dense-optimizer", "dense optimizer",
-                      model.dense.kind, {"sgd", dok::sgd}, {"adagrad", dok::adagrad}, {"adam", dok::adam}),
+                      model.dense.kind, {"sgd", dok::sgd}, {"adagrad", dok::adagrad},
+                      {"adam", dok::adam}),
     SATRAP_REAL_FIELD("model.dense_optimizer.learning_rate", "dense-lr", "dense learning rate",
                       model.dense.learning_rate, 0.0, 100.0),
-    SATRAP_ENUM_FIELD("model.dense_optimizer.schedule.kind", "dense-schedule", "dense learning-rate schedule",
-                      model.dense.schedule.kind, {"constant", lsk::constant}, {"warmup", lsk::warmup},
-                      {"step", lsk::step}, {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
+    SATRAP_ENUM_FIELD("model.dense_optimizer.schedule.kind", "dense-schedule",
+                      "dense learning-rate schedule", model.dense.schedule.kind,
+                      {"constant", lsk::constant}, {"warmup", lsk::warmup}, {"step", lsk::step},
+                      {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
                       {"inverse_sqrt", lsk::inverse_sqrt}),
-    SATRAP_INT_FIELD("model.dense_optimizer.schedule.warmup_steps", "", "linear warm-up steps (any kind)",
-                     model.dense.schedule.warmup_steps, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("model.dense_optimizer.schedule.decay_steps", "", "step/exponential: period; cosine: length",
-                     model.dense.schedule.decay_steps, int64_t{0}, i64max),
-    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.decay_rate", "", "step/exponential: factor per period",
-                      model.dense.schedule.decay_rate, 0.0, 1.0),
-    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.min_factor", "", "cosine: floor, fraction of the base rate",
-                      model.dense.schedule.min_factor, 0.0, 1.0),
+    SATRAP_INT_FIELD("model.dense_optimizer.schedule.warmup_steps", "",
+                     "linear warm-up steps (any kind)", model.dense.schedule.warmup_steps,
+                     int64_t{0}, i64max),
+    SATRAP_INT_FIELD("model.dense_optimizer.schedule.decay_steps", "",
+                     "step/exponential: period; cosine: length", model.dense.schedule.decay_steps,
+                     int64_t{0}, i64max),
+    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.decay_rate", "",
+                      "step/exponential: factor per period", model.dense.schedule.decay_rate, 0.0,
+                      1.0),
+    SATRAP_REAL_FIELD("model.dense_optimizer.schedule.min_factor", "",
+                      "cosine: floor, fraction of the base rate", model.dense.schedule.min_factor,
+                      0.0, 1.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.weight_decay", "", "dense L2 coefficient",
                       model.dense.weight_decay, 0.0, 100.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.eps", "", "dense optimizer denominator guard",
@@ -51,25 +62,31 @@ std::vector<job_field> model_fields() {
                       model.dense.beta1, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.dense_optimizer.beta2", "", "Adam second-moment decay",
                       model.dense.beta2, 0.0, 1.0),
-    SATRAP_REAL_FIELD("model.dense_optimizer.ema_decay", "dense-ema",
-                      "evaluate a moving average of the dense weights, ema = d*ema + (1-d)*w per step; 0 = off",
-                      model.dense.ema_decay, 0.0, 0.999999),
+    SATRAP_REAL_FIELD(
+      "model.dense_optimizer.ema_decay", "dense-ema",
+      "evaluate a moving average of the dense weights, ema = d*ema + (1-d)*w per step; 0 = off",
+      model.dense.ema_decay, 0.0, 0.999999),
     SATRAP_ENUM_FIELD("model.embedding.optimizer", "embedding-optimizer", "sparse optimizer",
                       model.embedding.optimizer, {"sgd", sok::sgd}, {"adagrad", sok::adagrad},
-                      {"rowwise_adagrad", sok::rowwise_adagrad}, {"adam", sok::adam}, {"ftrl", sok::ftrl}),
+                      {"rowwise_adagrad", sok::rowwise_adagrad}, {"adam", sok::adam},
+                      {"ftrl", sok::ftrl}),
     SATRAP_REAL_FIELD("model.embedding.learning_rate", "embedding-lr", "sparse learning rate",
                       model.embedding.learning_rate, 0.0, 100.0),
-    SATRAP_ENUM_FIELD("model.embedding.schedule.kind", "embedding-schedule", "sparse learning-rate schedule",
-                      model.embedding.schedule.kind, {"constant", lsk::constant}, {"warmup", lsk::warmup},
-                      {"step", lsk::step}, {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
+    SATRAP_ENUM_FIELD("model.embedding.schedule.kind", "embedding-schedule",
+                      "sparse learning-rate schedule", model.embedding.schedule.kind,
+                      {"constant", lsk::constant}, {"warmup", lsk::warmup}, {"step", lsk::step},
+                      {"exponential", lsk::exponential}, {"cosine", lsk::cosine},
                       {"inverse_sqrt", lsk::inverse_sqrt}),
     SATRAP_INT_FIELD("model.embedding.schedule.warmup_steps", "", "linear warm-up steps (any kind)",
                      model.embedding.schedule.warmup_steps, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("model.embedding.schedule.decay_steps", "", "step/exponential: period; cosine: length",
+    SATRAP_INT_FIELD("model.embedding.schedule.decay_steps", "",
+                     "step/exponential: period; cosine: length",
                      model.embedding.schedule.decay_steps, int64_t{0}, i64max),
-    SATRAP_REAL_FIELD("model.embedding.schedule.decay_rate", "", "step/exponential: factor per period",
-                      model.embedding.schedule.decay_rate, 0.0, 1.0),
-    SATRAP_REAL_FIELD("model.embedding.schedule.min_factor", "", "cosine: floor, fraction of the base rate",
+    SATRAP_REAL_FIELD("model.embedding.schedule.decay_rate", "",
+                      "step/exponential: factor per period", model.embedding.schedule.decay_rate,
+                      0.0, 1.0),
+    SATRAP_REAL_FIELD("model.embedding.schedule.min_factor", "",
+                      "cosine: floor, fraction of the base rate",
                       model.embedding.schedule.min_factor, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.embedding.initial_accumulator", "", "Adagrad / FTRL accumulator start",
                       model.embedding.initial_accumulator, 0.0, 100.0),
@@ -79,7 +96,8 @@ std::vector<job_field> model_fields() {
                       model.embedding.init_scale, 0.0, 10.0),
     SATRAP_ENUM_FIELD("model.embedding.init", "", "initial rows (deterministic per id)",
                       model.embedding.init, {"uniform", embedding_init_kind::uniform},
-                      {"normal", embedding_init_kind::normal}, {"zeros", embedding_init_kind::zeros}),
+                      {"normal", embedding_init_kind::normal},
+                      {"zeros", embedding_init_kind::zeros}),
     SATRAP_REAL_FIELD("model.embedding.beta1", "", "sparse Adam first-moment decay",
                       model.embedding.beta1, 0.0, 1.0),
     SATRAP_REAL_FIELD("model.embedding.beta2", "", "sparse Adam second-moment decay",
@@ -99,21 +117,26 @@ std::vector<job_field> model_fields() {
                       {"fp16", weight_precision::fp16}),
     SATRAP_INT_FIELD("model.embedding.capacity", "", "rows per shard at most; 0 = unbounded",
                      model.embedding.capacity, uint64_t{0}, uint64_t{4000000000}),
-    SATRAP_ENUM_FIELD("model.embedding.eviction", "", "a full shard: evict (clock) or admit nothing (none)",
-                      model.embedding.eviction, {"clock", eviction_kind::clock}, {"none", eviction_kind::none}),
+    SATRAP_ENUM_FIELD(
+      "model.embedding.eviction", "", "a full shard: evict (clock) or admit nothing (none)",
+      model.embedding.eviction, {"clock", eviction_kind::clock}, {"none", eviction_kind::none}),
     SATRAP_ENUM_FIELD("model.embedding.admission", "", "which unseen ids get a row",
                       model.embedding.admission, {"all", admission_kind::all},
-                      {"probability", admission_kind::probability}, {"count_min", admission_kind::count_min}),
-    SATRAP_REAL_FIELD("model.embedding.admit_probability", "", "admission=probability: chance per sighting",
+                      {"probability", admission_kind::probability},
+                      {"count_min", admission_kind::count_min}),
+    SATRAP_REAL_FIELD("model.embedding.admit_probability", "",
+                      "admission=probability: chance per sighting",
                       model.embedding.admit_probability, 0.0, 1.0),
-    SATRAP_INT_FIELD("model.embedding.admit_after", "", "admission=count_min: sightings before a row",
-                     model.embedding.admit_after, uint32_t{1}, uint32_t{65535}),
+    SATRAP_INT_FIELD("model.embedding.admit_after", "",
+                     "admission=count_min: sightings before a row", model.embedding.admit_after,
+                     uint32_t{1}, uint32_t{65535}),
     SATRAP_INT_FIELD("model.embedding.sketch_width", "", "count-min sketch counters per row",
                      model.embedding.sketch_width, uint32_t{1}, uint32_t{1} << 30),
     SATRAP_INT_FIELD("model.embedding.sketch_depth", "", "count-min sketch rows",
                      model.embedding.sketch_depth, uint32_t{1}, uint32_t{16}),
-    SATRAP_ENUM_FIELD("model.embedding.simd", "", "store kernels: auto (AVX2 when present) or scalar",
-                      model.embedding.simd, {"auto", simd_choice::automatic}, {"scalar", simd_choice::scalar}),
+    SATRAP_ENUM_FIELD("model.embedding.simd", "",
+                      "store kernels: auto (AVX2 when present) or scalar", model.embedding.simd,
+                      {"auto", simd_choice::automatic}, {"scalar", simd_choice::scalar}),
   };
 }
 
@@ -137,8 +160,9 @@ caf::error model_finalize(job_spec& spec) {
       && spec.model.dense.ema_decay == default_job_dense().ema_decay)
     spec.model.dense.ema_decay = 0.0f;
   if (net.type == dense_model_type::dlrm && net.dropout > 0.0f && net.top.empty())
-    return bad_spec("model.dropout: the top MLP has no hidden layers to drop (model.top is []); give "
-                    "model.top hidden sizes, e.g. --top 64,32");
+    return bad_spec(
+      "model.dropout: the top MLP has no hidden layers to drop (model.top is []); give "
+      "model.top hidden sizes, e.g. --top 64,32");
   if (net.bottom.empty() && net.dense_features != net.dim)
     return bad_spec("model.bottom: expected at least one layer");
   for (auto [s, what] : {std::pair{&spec.model.dense.schedule, "model.dense_optimizer.schedule"},
@@ -146,16 +170,20 @@ caf::error model_finalize(job_spec& spec) {
     if (auto want = lr_schedule_check(*s, what); !want.empty())
       return bad_spec(want);
   if (spec.model.embedding.optimizer == sok::ftrl
-      && (spec.model.embedding.schedule.kind != lsk::constant || spec.model.embedding.schedule.warmup_steps > 0))
-    return bad_spec("model.embedding.schedule: FTRL keeps per-coordinate rates of its own; expected kind "
-                    "constant without warm-up for optimizer ftrl");
+      && (spec.model.embedding.schedule.kind != lsk::constant
+          || spec.model.embedding.schedule.warmup_steps > 0))
+    return bad_spec(
+      "model.embedding.schedule: FTRL keeps per-coordinate rates of its own; expected kind "
+      "constant without warm-up for optimizer ftrl");
   if (net.type != dense_model_type::dlrm
       && (net.dropout > 0.0f || net.interaction != dlrm_interaction::dot))
-    return bad_spec("model.dropout / model.interaction: expected model.type dlrm (the other models have "
-                    "neither)");
+    return bad_spec(
+      "model.dropout / model.interaction: expected model.type dlrm (the other models have "
+      "neither)");
   if (spec.model.dense.ema_decay > 0.0f && spec.training.device == dense_device::cuda)
-    return bad_spec("model.dense_optimizer.ema_decay: expected training.device cpu (the device optimizer "
-                    "keeps no weight average)");
+    return bad_spec(
+      "model.dense_optimizer.ema_decay: expected training.device cpu (the device optimizer "
+      "keeps no weight average)");
   if (net.precision != dense_precision::fp32 && spec.training.device != dense_device::cuda)
     return bad_spec(std::string("model.precision: ") + dense_precision_name(net.precision)
                     + " needs training.device cuda (the CPU dense path computes in fp32 only)");

@@ -13,38 +13,45 @@ std::vector<job_field> run_fields() {
                      training.batch_size, 1, 1 << 20),
     SATRAP_INT_FIELD("training.train_batches", "train-batches", "training batches in all",
                      training.train_batches, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("training.test_batches", "test-batches", "held-out batches (0: the whole test split of file data)",
+    SATRAP_INT_FIELD("training.test_batches", "test-batches",
+                     "held-out batches (0: the whole test split of file data)",
                      training.test_batches, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("training.epochs", "epochs", "file data with train_batches 0: passes over the data",
-                     training.epochs, 1, 1 << 20),
+    SATRAP_INT_FIELD("training.epochs", "epochs",
+                     "file data with train_batches 0: passes over the data", training.epochs, 1,
+                     1 << 20),
     SATRAP_INT_FIELD("training.staleness", "staleness", "K: max missed embedding steps (0 = sync)",
                      training.staleness, 0, 1024),
     SATRAP_ENUM_FIELD("training.device", "device", "where the dense trainers compute",
                       training.device, {"cpu", dense_device::cpu}, {"cuda", dense_device::cuda}),
-    SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0}, u64max),
+    SATRAP_INT_FIELD("training.seed", "seed", "dense model seed", training.seed, uint64_t{0},
+                     u64max),
     SATRAP_INT_FIELD("training.progress_every", "", "steps between progress reports",
                      training.progress_every, 1, i32max),
-    SATRAP_INT_FIELD("training.blas_threads", "blas-threads",
-                     "OpenBLAS threads of a CPU trainer, while it is the only one in its process "
-                     "(0: auto, the process's cores for a dense network of >= 50k parameters, else 1)",
-                     training.blas_threads, 0, 256),
+    SATRAP_INT_FIELD(
+      "training.blas_threads", "blas-threads",
+      "OpenBLAS threads of a CPU trainer, while it is the only one in its process "
+      "(0: auto, the process's cores for a dense network of >= 50k parameters, else 1)",
+      training.blas_threads, 0, 256),
     SATRAP_INT_FIELD("training.eval_every", "eval-every",
                      "steps between validation evaluations (0: each epoch; synthetic: at the end)",
                      training.eval_every, int64_t{0}, i64max),
-    SATRAP_INT_FIELD("training.validation_batches", "validation-batches",
-                     "file data: validation batches at most (0: all); synthetic: the validation stream (0: none)",
-                     training.validation_batches, int64_t{0}, i64max),
+    SATRAP_INT_FIELD(
+      "training.validation_batches", "validation-batches",
+      "file data: validation batches at most (0: all); synthetic: the validation stream (0: none)",
+      training.validation_batches, int64_t{0}, i64max),
     SATRAP_ENUM_FIELD("training.early_stopping.metric", "early-stopping-metric",
                       "early stopping: the validation metric", training.early_stopping.metric,
                       {"auc", stop_metric::auc}, {"logloss", stop_metric::logloss}),
-    SATRAP_INT_FIELD("training.early_stopping.patience", "early-stopping-patience",
-                     "stop after this many evaluations without improvement, restore the best model (0: off)",
-                     training.early_stopping.patience, 0, i32max),
+    SATRAP_INT_FIELD(
+      "training.early_stopping.patience", "early-stopping-patience",
+      "stop after this many evaluations without improvement, restore the best model (0: off)",
+      training.early_stopping.patience, 0, i32max),
     SATRAP_REAL_FIELD("training.early_stopping.min_delta", "",
-                      "early stopping: the smallest improvement that counts", training.early_stopping.min_delta,
-                      0.0, 1.0),
+                      "early stopping: the smallest improvement that counts",
+                      training.early_stopping.min_delta, 0.0, 1.0),
     SATRAP_REAL_FIELD("training.target_auc", "target-auc",
-                      "stop once validation AUC reaches this (0: off)", training.target_auc, 0.0, 1.0),
+                      "stop once validation AUC reaches this (0: off)", training.target_auc, 0.0,
+                      1.0),
     SATRAP_STRING_FIELD("training.history_file", "history-file",
                         "validation history as JSON lines (\"\": none)", training.history_file),
     SATRAP_INT_FIELD("metrics.group_by", "group-by",
@@ -54,7 +61,8 @@ std::vector<job_field> run_fields() {
     SATRAP_INT_FIELD("placement.aggregators", "aggregators", "gradient aggregators",
                      placement.aggregators, 1, 4096),
     SATRAP_INT_FIELD("placement.loaders", "loaders", "data loaders", placement.loaders, 1, 4096),
-    SATRAP_INT_FIELD("placement.trainers", "trainers", "dense trainer replicas", placement.trainers, 1, 1024),
+    SATRAP_INT_FIELD("placement.trainers", "trainers", "dense trainer replicas", placement.trainers,
+                     1, 1024),
     SATRAP_INT_FIELD("placement.partitions", "partitions", "virtual partitions",
                      placement.partitions, 1, 1 << 24),
     SATRAP_INT_FIELD("placement.embedding_rows", "", "rows the tables will hold (0: slots x vocab)",
@@ -75,11 +83,13 @@ std::vector<job_field> run_fields() {
                      i64max),
     SATRAP_INT_FIELD("checkpoint.every_seconds", "", "seconds between checkpoints (0: never)",
                      checkpoint.every_seconds, 0, i32max),
-    SATRAP_INT_FIELD("checkpoint.full_every", "", "every Nth checkpoint is full, others incremental",
-                     checkpoint.full_every, 1, i32max),
+    SATRAP_INT_FIELD("checkpoint.full_every", "",
+                     "every Nth checkpoint is full, others incremental", checkpoint.full_every, 1,
+                     i32max),
     SATRAP_INT_FIELD("checkpoint.keep", "checkpoint-keep",
                      "complete checkpoints kept (older ones deleted, but never one the kept "
-                     "ones' incremental chains need; 0: keep all)", checkpoint.keep, 0, i32max),
+                     "ones' incremental chains need; 0: keep all)",
+                     checkpoint.keep, 0, i32max),
     SATRAP_STRING_FIELD("checkpoint.resume_from", "resume",
                         "continue from the newest checkpoint in this directory",
                         checkpoint.resume_from),
@@ -94,8 +104,9 @@ std::vector<job_field> run_fields() {
     SATRAP_INT_FIELD("timing.trainer_request_timeout_ms", "",
                      "a trainer's request to a loader or an aggregator, ms",
                      timing.trainer_request_timeout_ms, int64_t{1}, i64max),
-    SATRAP_INT_FIELD("timing.shard_request_timeout_ms", "", "an aggregator's request to a shard, ms",
-                     timing.shard_request_timeout_ms, int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.shard_request_timeout_ms", "",
+                     "an aggregator's request to a shard, ms", timing.shard_request_timeout_ms,
+                     int64_t{1}, i64max),
     SATRAP_INT_FIELD("timing.restore_timeout_ms", "", "a shard restoring from a checkpoint, ms",
                      timing.restore_timeout_ms, int64_t{1}, i64max),
     SATRAP_INT_FIELD("timing.dense_restore_timeout_ms", "",
@@ -113,8 +124,8 @@ std::vector<job_field> run_fields() {
     SATRAP_INT_FIELD("timing.directory_timeout_ms", "", "the head listing live nodes, ms",
                      timing.directory_timeout_ms, int64_t{1}, i64max),
     SATRAP_INT_FIELD("timing.replan_delay_ms", "",
-                     "pause after a failure before re-placing the job, ms",
-                     timing.replan_delay_ms, int64_t{0}, i64max),
+                     "pause after a failure before re-placing the job, ms", timing.replan_delay_ms,
+                     int64_t{0}, i64max),
   };
 }
 
@@ -126,9 +137,10 @@ namespace {
 caf::error batch_bytes_check(const job_spec& spec) {
   auto& net = spec.model.network;
   double ids_per_slot = spec.data.source == data_source::synthetic
-                          ? std::max(1, spec.data.synthetic.ids_per_sample) : 1.0;
-  double per_sample = std::max({net.slots * ids_per_slot * 8.0, net.slots * net.dim * 4.0,
-                                net.dense_features * 4.0 + 8.0});
+                          ? std::max(1, spec.data.synthetic.ids_per_sample)
+                          : 1.0;
+  double per_sample = std::max(
+    {net.slots * ids_per_slot * 8.0, net.slots * net.dim * 4.0, net.dense_features * 4.0 + 8.0});
   double bytes = per_sample * static_cast<double>(spec.training.batch_size);
   if (bytes <= static_cast<double>(batch_message_max_bytes))
     return caf::none;
@@ -147,8 +159,9 @@ caf::error batch_bytes_check(const job_spec& spec) {
 caf::error run_finalize(job_spec& spec) {
   auto& t = spec.training;
   if (spec.data.source == data_source::synthetic && t.test_batches == 0)
-    return bad_spec("training.test_batches: expected at least 1 for synthetic data (0 means the whole "
-                    "test split, which only file data has)");
+    return bad_spec(
+      "training.test_batches: expected at least 1 for synthetic data (0 means the whole "
+      "test split, which only file data has)");
   auto& p = spec.placement;
   if (p.partitions < p.shards)
     return bad_spec("placement.partitions: expected at least placement.shards ("
@@ -160,16 +173,18 @@ caf::error run_finalize(job_spec& spec) {
     spec.checkpoint.dir = spec.checkpoint.resume_from;
   if ((spec.checkpoint.every_steps > 0 || spec.checkpoint.every_seconds > 0)
       && spec.checkpoint.dir.empty())
-    return bad_spec("checkpoint.dir: expected a directory when checkpoint.every_steps or "
-                    "checkpoint.every_seconds is set");
+    return bad_spec(
+      "checkpoint.dir: expected a directory when checkpoint.every_steps or "
+      "checkpoint.every_seconds is set");
   if ((t.early_stopping.patience > 0 || t.target_auc > 0.0) && !job_has_validation(spec))
     return bad_spec(std::string(t.early_stopping.patience > 0 ? "training.early_stopping.patience"
                                                               : "training.target_auc")
                     + ": expected a validation split: data.validation_files or data.validation_fraction "
                       "(file data), training.validation_batches (synthetic data)");
   if (spec.metrics.group_by >= spec.model.network.slots)
-    return bad_spec("metrics.group_by: expected a slot below " + std::to_string(spec.model.network.slots)
-                    + ", got " + std::to_string(spec.metrics.group_by));
+    return bad_spec("metrics.group_by: expected a slot below "
+                    + std::to_string(spec.model.network.slots) + ", got "
+                    + std::to_string(spec.metrics.group_by));
   return batch_bytes_check(spec);
 }
 

@@ -22,9 +22,9 @@ bool parse_bytes(const std::string& text, uint64_t& out) {
   std::string unit(end);
   unit.erase(0, unit.find_first_not_of(' '));
   static const std::pair<const char*, double> units[] = {
-    {"", 1.0},      {"B", 1.0},
-    {"KB", 1e3},    {"MB", 1e6},    {"GB", 1e9},    {"TB", 1e12},    {"PB", 1e15},
-    {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"PiB", 0x1p50},
+    {"", 1.0},       {"B", 1.0},      {"KB", 1e3},     {"MB", 1e6},
+    {"GB", 1e9},     {"TB", 1e12},    {"PB", 1e15},    {"KiB", 0x1p10},
+    {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"PiB", 0x1p50},
   };
   for (auto& [name, scale] : units)
     if (unit == name) {
@@ -113,8 +113,8 @@ struct loader {
     YAML::Node v = map[key];
     if (!v) {
       if (required)
-        return fail(map, where + "." + key + ": missing (expected an integer in [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "])");
+        return fail(map, where + "." + key + ": missing (expected an integer in ["
+                           + std::to_string(lo) + ", " + std::to_string(hi) + "])");
       return caf::none;
     }
     long long x = 0;
@@ -144,8 +144,9 @@ struct loader {
   caf::error load_timing(const YAML::Node& t, cluster_timing& out) const {
     if (!t.IsMap())
       return fail(t, "timing: expected a map of timeouts in milliseconds (spec/knobs.hpp)");
-    if (auto e = check_keys(t, "timing", {"heartbeat_interval_ms", "heartbeat_timeout_ms",
-                                          "admin_tick_ms", "register_timeout_ms"}))
+    if (auto e = check_keys(t, "timing",
+                            {"heartbeat_interval_ms", "heartbeat_timeout_ms", "admin_tick_ms",
+                             "register_timeout_ms"}))
       return e;
     constexpr int64_t hi = int64_t{1} << 40;
     for (auto [key, ptr] : {std::pair{"heartbeat_interval_ms", &out.heartbeat_interval_ms},
@@ -204,8 +205,8 @@ struct loader {
 
   caf::error load_node(const YAML::Node& n, size_t index, std::vector<node_spec>& out) const {
     auto where = "nodes[" + std::to_string(index) + "]";
-    if (auto e = check_keys(n, where, {"name", "host", "bind", "port", "count", "resources",
-                                        "labels"}))
+    if (auto e =
+          check_keys(n, where, {"name", "host", "bind", "port", "count", "resources", "labels"}))
       return e;
     node_spec base;
     int32_t count = 1;
@@ -289,8 +290,8 @@ struct loader {
                                                   + "' appears twice (names must be unique)");
       auto ep = n.host + ":" + std::to_string(n.port);
       if (!endpoints.insert(ep).second)
-        return make_error(errc::invalid_config, origin + ": node '" + n.name + "' listens on "
-                                                  + ep + ", which is already taken");
+        return make_error(errc::invalid_config, origin + ": node '" + n.name + "' listens on " + ep
+                                                  + ", which is already taken");
     }
     return caf::none;
   }

@@ -44,12 +44,12 @@ struct node_resources {
 };
 
 struct node_spec {
-  std::string name;                            // unique in the cluster
-  std::string host;                            // where its node agent listens
-  std::string bind;                            // address to listen on ("" = host)
+  std::string name;  // unique in the cluster
+  std::string host;  // where its node agent listens
+  std::string bind;  // address to listen on ("" = host)
   uint16_t port = 0;
   node_resources resources;
-  std::map<std::string, std::string> labels;   // matched by placement selectors
+  std::map<std::string, std::string> labels;  // matched by placement selectors
   // The manifest entry it came from: its name and host as written ("mem-{i}") and its count;
   // `satrap k8s` renders one StatefulSet per entry.
   std::string group;
@@ -68,15 +68,15 @@ enum class tls_mode { required, off };
 
 struct security_spec {
   tls_mode tls = tls_mode::required;
-  std::string certs;                             // "" = <state dir>/certs
+  std::string certs;                               // "" = <state dir>/certs
   uint64_t max_frame_bytes = uint64_t{512} << 20;  // runtime/frame_limit.hpp
 };
 
 struct manifest {
-  std::string cluster;          // nodes refuse to join a cluster of another name
+  std::string cluster;  // nodes refuse to join a cluster of another name
   head_spec head;
   std::vector<node_spec> nodes;
-  cluster_timing timing;        // optional `timing:` section (spec/knobs.hpp)
+  cluster_timing timing;  // optional `timing:` section (spec/knobs.hpp)
   security_spec security;
 };
 

@@ -118,12 +118,12 @@ struct planner {
       gpus += r.gpus - u.gpus;
     }
     std::ostringstream os;
-    os << "plan does not fit: " << to_string(role) << " " << placed << " of " << count
-       << " needs " << format_bytes(static_cast<double>(d.memory_bytes)) << ", " << d.cores
-       << " core(s)" << (d.gpus ? ", " + std::to_string(d.gpus) + " GPU(s)" : std::string{})
+    os << "plan does not fit: " << to_string(role) << " " << placed << " of " << count << " needs "
+       << format_bytes(static_cast<double>(d.memory_bytes)) << ", " << d.cores << " core(s)"
+       << (d.gpus ? ", " + std::to_string(d.gpus) + " GPU(s)" : std::string{})
        << " on one node, and no eligible node has that left; the " << eligible.size()
-       << " eligible node(s) have " << format_bytes(mem) << ", " << cores << " core(s) and "
-       << gpus << " GPU(s) left in all; the remaining " << (count - placed) << " need "
+       << " eligible node(s) have " << format_bytes(mem) << ", " << cores << " core(s) and " << gpus
+       << " GPU(s) left in all; the remaining " << (count - placed) << " need "
        << format_bytes(static_cast<double>(d.memory_bytes) * (count - placed)) << " and "
        << d.cores * (count - placed) << " core(s)";
     return make_error(errc::invalid_config, os.str());
@@ -135,23 +135,26 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   auto& pl = spec.placement;
   auto& t = spec.training;
   auto& net = spec.model.network;
-  p.embedding_rows = pl.embedding_rows > 0
-                       ? pl.embedding_rows
-                       : static_cast<uint64_t>(spec.data.synthetic.slots) * spec.data.synthetic.vocab;
+  p.embedding_rows = pl.embedding_rows > 0 ? pl.embedding_rows
+                                           : static_cast<uint64_t>(spec.data.synthetic.slots)
+                                               * spec.data.synthetic.vocab;
   p.bytes_per_row = static_cast<double>(row_layout::of(e).stride) * index_overhead;
   p.embedding_parameters = p.embedding_rows * static_cast<uint64_t>(e.dim);
   p.dense_parameters = dense_model_param_count(net);
-  p.trainers_on_gpus = std::any_of(m.nodes.begin(), m.nodes.end(),
-                                   [](auto& n) { return n.resources.gpus > 0; });
+  p.trainers_on_gpus =
+    std::any_of(m.nodes.begin(), m.nodes.end(), [](auto& n) { return n.resources.gpus > 0; });
   double rows_per_shard = static_cast<double>(p.embedding_rows) / pl.shards;
   auto in_flight = static_cast<double>(t.staleness + 1);
-  double batch_ids = static_cast<double>(t.batch_size) * net.slots * spec.data.synthetic.ids_per_sample;
+  double batch_ids =
+    static_cast<double>(t.batch_size) * net.slots * spec.data.synthetic.ids_per_sample;
   double pooled = static_cast<double>(t.batch_size) * net.slots * net.dim * 4.0;
   constexpr double mib = 1024.0 * 1024.0;
   // A count-min admission sketch is allocated whole in every shard.
   double sketch = e.admission == admission_kind::count_min
-                    ? static_cast<double>(e.sketch_width) * e.sketch_depth * 2.0 : 0.0;
-  p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + sketch + 256 * mib), 0.5, 0};
+                    ? static_cast<double>(e.sketch_width) * e.sketch_depth * 2.0
+                    : 0.0;
+  p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + sketch + 256 * mib), 0.5,
+                 0};
   // Aggregators keep each in-flight batch's de-dup map and pooled rows for every trainer they serve.
   double per_batch = batch_ids * (8 + 4 + 8) + pooled * 2;
   double batches = in_flight * pl.trainers / pl.aggregators + 1;
@@ -169,7 +172,8 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   p.traffic.lookups = T * unique * (8 + e.dim * 4.0);
   p.traffic.pooled = T * pooled * 2;
   p.traffic.push = T * unique * (8 + e.dim * 4.0);
-  p.traffic.allreduce = T > 1 ? T * 2 * (T - 1) / T * static_cast<double>(p.dense_parameters) * 4 : 0;
+  p.traffic.allreduce =
+    T > 1 ? T * 2 * (T - 1) / T * static_cast<double>(p.dense_parameters) * 4 : 0;
 }
 
 }  // namespace

@@ -41,12 +41,12 @@ struct placed_actor {
 
 // Estimated network bytes of one global step (every trainer's batch), by flow.
 struct step_traffic {
-  double ids = 0;           // loaders -> aggregators
-  double dense_batch = 0;   // loaders -> trainers
-  double lookups = 0;       // aggregators <-> shards: ids out, rows back
-  double pooled = 0;        // aggregators <-> trainers: pooled embeddings and their gradients
-  double push = 0;          // aggregators -> shards: ids and summed gradients
-  double allreduce = 0;     // trainers <-> trainers: ring all-reduce of dense gradients
+  double ids = 0;          // loaders -> aggregators
+  double dense_batch = 0;  // loaders -> trainers
+  double lookups = 0;      // aggregators <-> shards: ids out, rows back
+  double pooled = 0;       // aggregators <-> trainers: pooled embeddings and their gradients
+  double push = 0;         // aggregators -> shards: ids and summed gradients
+  double allreduce = 0;    // trainers <-> trainers: ring all-reduce of dense gradients
   double total() const { return ids + dense_batch + lookups + pooled + push + allreduce; }
 };
 

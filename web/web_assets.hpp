@@ -16,7 +16,7 @@
 namespace satrap {
 
 struct web_asset {
-  std::string_view path;          // as requested, e.g. "/" or "/uPlot.min.js"
+  std::string_view path;  // as requested, e.g. "/" or "/uPlot.min.js"
   std::string_view content_type;
   std::string_view body;
 };

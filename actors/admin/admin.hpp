@@ -62,14 +62,14 @@ struct node_info {
   std::string version;
   std::string name;
   node_agent_actor agent;
-  std::string token;  // this node's token (node-<name>.token); never logged
+  std::string token;     // this node's token (node-<name>.token); never logged
   int64_t restarts = 0;  // times this node's process was started again (by its supervisor)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent,
-           x.token, x.restarts);
+  return f(caf::meta::type_name("node_info"), x.cluster, x.version, x.name, x.agent, x.token,
+           x.restarts);
 }
 
 template <class Inspector>
@@ -81,18 +81,18 @@ typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
 }
 
 using admin_actor = caf::typed_actor<
-  caf::replies_to<register_atom, node_info>::with<std::string>,        // -> cluster name
-  caf::reacts_to<heartbeat_atom, std::string, std::vector<actor_stat>>,  // node, its actors
+  caf::replies_to<register_atom, node_info>::with<std::string>,               // -> cluster name
+  caf::reacts_to<heartbeat_atom, std::string, std::vector<actor_stat>>,       // node, its actors
   caf::replies_to<submit_atom, std::string, std::string>::with<std::string>,  // token, yaml -> id
-  caf::replies_to<list_atom, std::string>::with<std::vector<job_record>>,  // token
-  caf::replies_to<get_atom, std::string, std::string>::with<job_record>,   // token, id
+  caf::replies_to<list_atom, std::string>::with<std::vector<job_record>>,     // token
+  caf::replies_to<get_atom, std::string, std::string>::with<job_record>,      // token, id
   caf::replies_to<cancel_atom, std::string, std::string>::with<job_record>,   // token, id
   caf::replies_to<checkpoint_atom, std::string, std::string>::with<int64_t>,  // token, id -> step
   caf::replies_to<nodes_atom>::with<std::vector<std::string>, std::vector<node_agent_actor>>,
-  caf::replies_to<status_atom>::with<std::string>,                      // /status JSON
-  caf::replies_to<metrics_atom>::with<std::string>,                     // /metrics text
+  caf::replies_to<status_atom>::with<std::string>,       // /status JSON
+  caf::replies_to<metrics_atom>::with<std::string>,      // /metrics text
   caf::replies_to<ready_atom>::with<bool, std::string>,  // every node alive? / who is missing
-  caf::reacts_to<progress_atom, std::string, job_progress, uint64_t>,   // from its observer (key)
+  caf::reacts_to<progress_atom, std::string, job_progress, uint64_t>,  // from its observer (key)
   // From a per-host supervisor (`satrap supervise`) that stopped restarting a node:
   // token, node, restarts, why.
   caf::replies_to<gave_up_atom, std::string, std::string, int64_t, std::string>::with<bool>,
@@ -121,14 +121,14 @@ struct admin_embedded {
 };
 
 struct admin_config {
-  manifest cluster;                 // the nodes that may join
-  std::string version;              // nodes must run the same satrap version
-  std::string token;                // needed to submit, cancel, checkpoint, list, get
-  std::string state_dir;            // jobs.json lives here ("" = not persisted)
-  cluster_timing timing;            // heartbeat timeout, tick (spec/knobs.hpp; the manifest's)
+  manifest cluster;       // the nodes that may join
+  std::string version;    // nodes must run the same satrap version
+  std::string token;      // needed to submit, cancel, checkpoint, list, get
+  std::string state_dir;  // jobs.json lives here ("" = not persisted)
+  cluster_timing timing;  // heartbeat timeout, tick (spec/knobs.hpp; the manifest's)
   std::map<std::string, std::string> node_tokens;  // by node name: what a node must show
   env* environment = &default_env();  // the job table's file and the clock of its stamps
-  admin_embedded embedded;          // the head's admin when off
+  admin_embedded embedded;            // the head's admin when off
 };
 
 admin_actor spawn_admin(caf::actor_system& sys, const admin_config& config);

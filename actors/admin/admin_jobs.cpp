@@ -27,8 +27,7 @@ void deliver(admin_state& st, const std::string& id, T outcome) {
   st.awaiting.erase(it);
 }
 
-void job_end(self_ptr self, const std::string& id, job_state state,
-             const std::string& message) {
+void job_end(self_ptr self, const std::string& id, job_state state, const std::string& message) {
   auto& st = self->state;
   if (auto* j = find_job(st, id); j && !job_state_final(j->state)) {
     j->state = state;
@@ -37,7 +36,8 @@ void job_end(self_ptr self, const std::string& id, job_state state,
     spdlog::info("job_ended id={} state={} message=\"{}\"", id, job_state_name(state), message);
   }
   // Anyone still waiting learns why (a result or the job's own error was delivered before).
-  deliver(st, id, make_error(errc::peer_failure, message.empty() ? "job " + id + " ended" : message));
+  deliver(st, id,
+          make_error(errc::peer_failure, message.empty() ? "job " + id + " ended" : message));
   if (st.running && st.running->id == id)
     st.running.reset();
   jobs_save(st);
@@ -202,7 +202,8 @@ caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const
   if (!j)
     return make_error(errc::invalid_config, "no job '" + id + "'");
   if (job_state_final(j->state))
-    return make_error(errc::invalid_config, "job " + id + " already ended (" + job_state_name(j->state) + ")");
+    return make_error(errc::invalid_config,
+                      "job " + id + " already ended (" + job_state_name(j->state) + ")");
   if (st.running && st.running->id == id)
     self->send_exit(st.running->supervisor, caf::exit_reason::user_shutdown);
   job_end(self, id, job_state::cancelled, "cancelled by the admin");

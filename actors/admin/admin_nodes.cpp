@@ -30,15 +30,15 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
     return refuse("node '" + info.name + "': node token refused (each node needs its "
                   "node-<name>.token from the head's state dir)");
   }
-  if (auto it = st.nodes.find(info.name); it != st.nodes.end() && it->second.alive
-                                          && it->second.info.agent.node() != sender->node()) {
+  if (auto it = st.nodes.find(info.name);
+      it != st.nodes.end() && it->second.alive && it->second.info.agent.node() != sender->node()) {
     // Not final for the node: the old process may be dead without the head having seen it yet.
     ++st.registrations_refused;
     ++st.refused["register"];
     spdlog::warn("node_refused name={} peer={} reason=already_registered_by_a_live_process",
                  info.name, peer_text(self));
-    return make_error(errc::peer_failure, "node '" + info.name
-                                            + "' is registered by another live process");
+    return make_error(errc::peer_failure,
+                      "node '" + info.name + "' is registered by another live process");
   }
   if (info.cluster != st.config.cluster.cluster)
     return refuse("node '" + info.name + "' belongs to cluster '" + info.cluster

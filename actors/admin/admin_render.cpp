@@ -46,9 +46,9 @@ nlohmann::json node_json(const admin_state& st, const node_spec& spec, const act
   if (auto g = st.supervisor_gave_up.find(spec.name); g != st.supervisor_gave_up.end())
     j["supervisor"] = {{"gave_up", true}, {"reason", g->second}};
   if (joined)
-    j["last_heartbeat_ms_ago"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   now - it->second.last_heartbeat)
-                                   .count();
+    j["last_heartbeat_ms_ago"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_heartbeat)
+        .count();
   return j;
 }
 
@@ -139,7 +139,8 @@ std::string render_status(const admin_state& st, std::chrono::steady_clock::time
                         {"nodes", nlohmann::json::array()},
                         {"actors", actors},
                         {"jobs", nlohmann::json::array()}};
-  if (st.config.embedded.on) {  // `satrap train`: the page says so, and shows no controls if read-only
+  if (st.config.embedded
+        .on) {  // `satrap train`: the page says so, and shows no controls if read-only
     doc["embedded"] = true;
     doc["read_only"] = st.config.embedded.read_only;
   }
@@ -219,20 +220,28 @@ std::string render_metrics(const admin_state& st) {
   gauge("satrap_job_running_auc", "AUC over recent training predictions, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_running_auc{job=\"" << j.id << "\"} " << j.running_auc << "\n";
-  gauge("satrap_job_validation_auc", "AUC on the validation split at the latest validation, per job.");
+  gauge("satrap_job_validation_auc",
+        "AUC on the validation split at the latest validation, per job.");
   for (auto& j : st.jobs)
     if (j.validation_step >= 0)
       os << "satrap_job_validation_auc{job=\"" << j.id << "\"} " << j.validation_auc << "\n";
-  gauge("satrap_job_validation_logloss", "Log loss on the validation split at the latest validation, per job.");
+  gauge("satrap_job_validation_logloss",
+        "Log loss on the validation split at the latest validation, per job.");
   for (auto& j : st.jobs)
     if (j.validation_step >= 0)
-      os << "satrap_job_validation_logloss{job=\"" << j.id << "\"} " << j.validation_logloss << "\n";
+      os << "satrap_job_validation_logloss{job=\"" << j.id << "\"} " << j.validation_logloss
+         << "\n";
   gauge("satrap_job_best_validation_auc", "The best validation AUC so far, per job.");
   for (auto& j : st.jobs)
     if (j.best_step >= 0)
-      os << "satrap_job_best_validation_auc{job=\"" << j.id << "\"} " << j.best_validation_auc << "\n";
+      os << "satrap_job_best_validation_auc{job=\"" << j.id << "\"} " << j.best_validation_auc
+         << "\n";
   // Supervision: recoveries and what they cost (actors/job_supervisor/job_supervisor.hpp).
-  struct per_job { const char* name; const char* help; int64_t job_record::*field; };
+  struct per_job {
+    const char* name;
+    const char* help;
+    int64_t job_record::*field;
+  };
   for (auto [name, help, field] :
        {per_job{"satrap_job_restarts_total", "Recoveries of the job's actors after a failure.",
                 &job_record::restarts},

@@ -57,16 +57,17 @@ struct admin_state {
   std::optional<running_job> running;
   int64_t next_id = 1;
   int64_t registrations_refused = 0;
-  int64_t requests_refused = 0;             // bad admin token
-  std::map<std::string, int64_t> refused;   // refused requests by what was asked (/metrics)
-  uint64_t internal_key = 0;                // carried by its own ticks and its jobs' progress
+  int64_t requests_refused = 0;            // bad admin token
+  std::map<std::string, int64_t> refused;  // refused requests by what was asked (/metrics)
+  uint64_t internal_key = 0;               // carried by its own ticks and its jobs' progress
   std::map<std::string, std::string> supervisor_gave_up;  // node -> why its supervisor gave up
   latency_histogram step_latency;
   // Progress over time of the newest jobs, for the dashboard's plots (admin_render.cpp).
   std::map<std::string, job_history> history;  // by job id
   // Who waits for a job's result (run_atom, this process only), by job id.
   std::map<std::string, std::vector<caf::typed_response_promise<job_result>>> awaiting;
-  static constexpr size_t history_jobs = 4;  // jobs whose history is kept (/status carries them all)
+  static constexpr size_t history_jobs =
+    4;  // jobs whose history is kept (/status carries them all)
   static inline const char* name = "admin";
 };
 
@@ -123,7 +124,8 @@ void on_down(self_ptr self, const caf::down_msg& dm);
 // admin_jobs.cpp: the job table.
 // Places and runs the first pending job once every node of the manifest is alive.
 void try_start(self_ptr self);
-caf::result<std::string> on_submit(self_ptr self, const std::string& token, const std::string& yaml);
+caf::result<std::string> on_submit(self_ptr self, const std::string& token,
+                                   const std::string& yaml);
 // run_atom: submits, then answers the job's result when it ends (this process only).
 caf::result<job_result> on_run(self_ptr self, const std::string& token, const std::string& yaml);
 caf::result<job_record> on_cancel(self_ptr self, const std::string& token, const std::string& id);

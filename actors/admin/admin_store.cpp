@@ -37,8 +37,8 @@ void requeue_or_fail(const admin_state& st, job_record& j) {
   std::string dir;
   if (j.spec)
     dir = j.spec->checkpoint.dir.empty() ? j.spec->checkpoint.resume_from : j.spec->checkpoint.dir;
-  auto latest = dir.empty() ? result<std::optional<checkpoint_meta>>(std::nullopt)
-                            : checkpoint_latest(dir);
+  auto latest =
+    dir.empty() ? result<std::optional<checkpoint_meta>>(std::nullopt) : checkpoint_latest(dir);
   if (latest && *latest) {
     auto spec = *j.spec;
     spec.checkpoint.resume_from = dir;
@@ -158,7 +158,8 @@ void job_apply_progress(job_record& j, const job_progress& p) {
   j.samples_per_sec = p.samples_per_sec;
   j.loss = p.loss;
   j.running_auc = p.running_auc;
-  j.restarts = p.restarts + j.head_restarts;  // the job's recoveries since it (re)started, plus the head's
+  j.restarts =
+    p.restarts + j.head_restarts;  // the job's recoveries since it (re)started, plus the head's
   j.batches_replayed = p.batches_replayed;
   j.checkpoints = p.checkpoints;
   j.checkpoint_step = p.checkpoint_step;

@@ -28,9 +28,9 @@ const char* job_state_name(job_state s);
 job_state job_state_from_name(const std::string& name);
 bool job_state_final(job_state s);
 
-inline constexpr job_state all_job_states[] = {job_state::pending,   job_state::placing,
-                                               job_state::running,   job_state::succeeded,
-                                               job_state::failed,    job_state::cancelled};
+inline constexpr job_state all_job_states[] = {job_state::pending, job_state::placing,
+                                               job_state::running, job_state::succeeded,
+                                               job_state::failed,  job_state::cancelled};
 
 struct job_record {
   std::string id;
@@ -46,20 +46,20 @@ struct job_record {
   double samples_per_sec = 0;
   double loss = 0;
   double running_auc = 0;
-  double test_auc = -1;       // -1 until the job has finished
+  double test_auc = -1;  // -1 until the job has finished
   double oracle_auc = -1;
   double test_logloss = -1;
-  int64_t restarts = 0;           // recoveries: the job's own plus head_restarts
-  int64_t head_restarts = 0;      // times the head stopped while the job ran (it was requeued)
-  int64_t batches_replayed = 0;   // batches trained again after a rollback
-  int64_t checkpoints = 0;        // checkpoints written
-  int64_t checkpoint_step = -1;   // step of the newest
-  int64_t gradients_lost = 0;     // gradient rows the stores dropped (not admitted)
-  std::string last_failure;       // why the newest restart happened
-  int64_t validation_step = -1;   // the latest validation (-1: none yet)
-  double validation_auc = -1;     // its AUC and log loss (-1: none)
+  int64_t restarts = 0;          // recoveries: the job's own plus head_restarts
+  int64_t head_restarts = 0;     // times the head stopped while the job ran (it was requeued)
+  int64_t batches_replayed = 0;  // batches trained again after a rollback
+  int64_t checkpoints = 0;       // checkpoints written
+  int64_t checkpoint_step = -1;  // step of the newest
+  int64_t gradients_lost = 0;    // gradient rows the stores dropped (not admitted)
+  std::string last_failure;      // why the newest restart happened
+  int64_t validation_step = -1;  // the latest validation (-1: none yet)
+  double validation_auc = -1;    // its AUC and log loss (-1: none)
   double validation_logloss = -1;
-  int64_t best_step = -1;         // the best validation's step
+  int64_t best_step = -1;  // the best validation's step
   double best_validation_auc = -1;
   std::string spec_yaml;
   // spec_yaml parsed (loaded and finalized), once; null when it did not load, with the reason in
@@ -84,7 +84,7 @@ struct record_field {
 
 template <class T>
 constexpr record_field<T> record_field_of(const char* name, T job_record::*member,
-                             field_use use = field_use::plain) {
+                                          field_use use = field_use::plain) {
   return {name, member, use};
 }
 
@@ -93,17 +93,23 @@ inline const auto& job_record_fields() {
   using r = job_record;
   constexpr auto result = field_use::result;
   static const auto fields = std::make_tuple(
-    record_field_of("id", &r::id), record_field_of("name", &r::name), record_field_of("state", &r::state),
-    record_field_of("message", &r::message), record_field_of("submitted_ms", &r::submitted_ms),
+    record_field_of("id", &r::id), record_field_of("name", &r::name),
+    record_field_of("state", &r::state), record_field_of("message", &r::message),
+    record_field_of("submitted_ms", &r::submitted_ms),
     record_field_of("started_ms", &r::started_ms), record_field_of("ended_ms", &r::ended_ms),
     record_field_of("steps", &r::steps), record_field_of("steps_total", &r::steps_total),
-    record_field_of("samples", &r::samples), record_field_of("samples_per_sec", &r::samples_per_sec),
-    record_field_of("loss", &r::loss), record_field_of("running_auc", &r::running_auc),
-    record_field_of("test_auc", &r::test_auc, result), record_field_of("oracle_auc", &r::oracle_auc, result),
-    record_field_of("test_logloss", &r::test_logloss, result), record_field_of("restarts", &r::restarts),
-    record_field_of("head_restarts", &r::head_restarts), record_field_of("batches_replayed", &r::batches_replayed),
-    record_field_of("checkpoints", &r::checkpoints), record_field_of("checkpoint_step", &r::checkpoint_step),
-    record_field_of("gradients_lost", &r::gradients_lost), record_field_of("last_failure", &r::last_failure),
+    record_field_of("samples", &r::samples),
+    record_field_of("samples_per_sec", &r::samples_per_sec), record_field_of("loss", &r::loss),
+    record_field_of("running_auc", &r::running_auc),
+    record_field_of("test_auc", &r::test_auc, result),
+    record_field_of("oracle_auc", &r::oracle_auc, result),
+    record_field_of("test_logloss", &r::test_logloss, result),
+    record_field_of("restarts", &r::restarts), record_field_of("head_restarts", &r::head_restarts),
+    record_field_of("batches_replayed", &r::batches_replayed),
+    record_field_of("checkpoints", &r::checkpoints),
+    record_field_of("checkpoint_step", &r::checkpoint_step),
+    record_field_of("gradients_lost", &r::gradients_lost),
+    record_field_of("last_failure", &r::last_failure),
     record_field_of("validation_step", &r::validation_step),
     record_field_of("validation_auc", &r::validation_auc, result),
     record_field_of("validation_logloss", &r::validation_logloss, result),

@@ -30,13 +30,16 @@ struct loader_state {
 };
 
 schema::Split schema_split(int8_t split) {
-  return split == 0 ? schema::Split::TRAIN : split == 1 ? schema::Split::TEST : schema::Split::VALIDATION;
+  return split == 0   ? schema::Split::TRAIN
+         : split == 1 ? schema::Split::TEST
+                      : schema::Split::VALIDATION;
 }
 
 // Copies xs into a Data blob of the message being built.
 template <class T>
 void put(capnp::Data::Builder out, const std::vector<T>& xs) {
-  if (!xs.empty()) std::memcpy(out.begin(), xs.data(), xs.size() * sizeof(T));
+  if (!xs.empty())
+    std::memcpy(out.begin(), xs.data(), xs.size() * sizeof(T));
 }
 
 // Built in the payload's own buffer (payload_builder): no zeroed segment to copy into and no
@@ -59,7 +62,8 @@ capnp_payload make_id_batch(const batch& b, int8_t split) {
 std::vector<uint64_t> group_ids(const batch& b, int32_t group_by) {
   std::vector<uint64_t> g(static_cast<size_t>(b.size), ~uint64_t{0});
   for (int i = 0; i < b.size; ++i) {
-    auto bag = static_cast<size_t>(i) * static_cast<size_t>(b.slots) + static_cast<size_t>(group_by);
+    auto bag =
+      static_cast<size_t>(i) * static_cast<size_t>(b.slots) + static_cast<size_t>(group_by);
     if (b.offsets[bag] < b.offsets[bag + 1])
       g[static_cast<size_t>(i)] = b.ids[b.offsets[bag]];
   }
@@ -74,7 +78,8 @@ capnp_payload make_dense_batch(const batch& b, int8_t split, int32_t group_by) {
   const size_t label_bytes = b.labels.size() * sizeof(b.labels[0]);
   const size_t prob_bytes = b.probs.size() * sizeof(b.probs[0]);
   const size_t group_bytes = groups.size() * sizeof(groups[0]);
-  payload_builder mb(payload_builder::words_for(3, 4, {dense_bytes, label_bytes, prob_bytes, group_bytes}));
+  payload_builder mb(
+    payload_builder::words_for(3, 4, {dense_bytes, label_bytes, prob_bytes, group_bytes}));
   auto out = mb.initRoot<schema::DenseBatch>();
   out.setBatch(b.index);
   out.setSplit(schema_split(split));
@@ -93,13 +98,12 @@ made_batch make(const loader_state& st, int64_t index, int8_t split) {
   return {make_id_batch(b, split), make_dense_batch(b, split, st.config.group_by)};
 }
 
-data_loader_actor::behavior_type
-loader_behavior(data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
+data_loader_actor::behavior_type loader_behavior(
+  data_loader_actor::stateful_pointer<loader_state> self, data_loader_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
-  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
-    return exception_error(e, "data loader");
-  });
+  self->set_exception_handler(
+    [](caf::scheduled_actor*, std::exception_ptr& e) { return exception_error(e, "data loader"); });
   self->state.config = std::move(config);
   self->state.meter = meter_handle("data_loader", self->state.config.index, self->state.config.job);
   return {

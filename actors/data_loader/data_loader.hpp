@@ -40,14 +40,14 @@ inline size_t aggregator_for_batch(int64_t batch, size_t aggregators) {
 }
 
 struct data_loader_config {
-  int32_t index = 0;                                    // index of this loader in the job
-  std::shared_ptr<const batch_source> data;             // where batches come from (shared, immutable)
-  int32_t batch_size = 512;                             // samples per batch (per trainer)
-  std::vector<gradient_aggregator_actor> aggregators;   // every aggregator of the job
-  std::string job;                                      // the job's name (status endpoint)
-  int32_t group_by = -1;                                // evaluation batches carry this slot's ids (-1: none)
-  int32_t loaders = 1;                                  // loaders in the job: this one gets every loaders-th batch
-  int32_t read_ahead = 2;                               // training batches made ahead of their fetch (0: none)
+  int32_t index = 0;                         // index of this loader in the job
+  std::shared_ptr<const batch_source> data;  // where batches come from (shared, immutable)
+  int32_t batch_size = 512;                  // samples per batch (per trainer)
+  std::vector<gradient_aggregator_actor> aggregators;  // every aggregator of the job
+  std::string job;                                     // the job's name (status endpoint)
+  int32_t group_by = -1;   // evaluation batches carry this slot's ids (-1: none)
+  int32_t loaders = 1;     // loaders in the job: this one gets every loaders-th batch
+  int32_t read_ahead = 2;  // training batches made ahead of their fetch (0: none)
 };
 
 data_loader_actor spawn_data_loader(caf::actor_system& sys, const data_loader_config& config);

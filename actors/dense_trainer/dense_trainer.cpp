@@ -29,13 +29,15 @@ void fail(self_ptr self, const std::string& what, const caf::error& e) {
 
 void issue_fetches(self_ptr self) {
   auto& st = self->state;
-  while (!st.failed && st.loop.next_fetch < st.plan.steps && (st.cuts.step < 0 || st.loop.next_fetch < st.cuts.step)
+  while (!st.failed && st.loop.next_fetch < st.plan.steps
+         && (st.cuts.step < 0 || st.loop.next_fetch < st.cuts.step)
          && st.loop.next_fetch - st.plan.staleness - 1 <= st.loop.global_applied) {
     auto step = st.loop.next_fetch++;
     // The staleness bound: no step is fetched (its ids looked up) more than `staleness` steps
     // ahead of the last step applied everywhere.
-    SATRAP_ASSERT(step - st.loop.global_applied - 1 <= st.plan.staleness, "step={} applied={} staleness={}",
-                  step, st.loop.global_applied, st.plan.staleness);
+    SATRAP_ASSERT(step - st.loop.global_applied - 1 <= st.plan.staleness,
+                  "step={} applied={} staleness={}", step, st.loop.global_applied,
+                  st.plan.staleness);
     fetch_batch(self, &st.loop.inputs, step, global_batch(st, step), split_code(data_split::train),
                 [self] { try_compute(self); });
   }
@@ -57,13 +59,14 @@ void report_progress(trainer_state& st, int64_t samples, double loss_sum, bool f
 void on_applied(self_ptr self, int64_t step) {
   auto& st = self->state;
   // Every rank applies each step once, in order; a step at or below global_applied is done.
-  SATRAP_ASSERT(step > st.loop.global_applied && step < st.plan.steps, "step={} applied={} steps={}",
-                step, st.loop.global_applied, st.plan.steps);
+  SATRAP_ASSERT(step > st.loop.global_applied && step < st.plan.steps,
+                "step={} applied={} steps={}", step, st.loop.global_applied, st.plan.steps);
   SATRAP_ASSERT(st.loop.applied_count[step] < st.config.world, "step={} applied by {} of {} ranks",
                 step, st.loop.applied_count[step], st.config.world);
   if (++st.loop.applied_count[step] < st.config.world)
     return;
-  while (!st.loop.applied_count.empty() && st.loop.applied_count.begin()->first == st.loop.global_applied + 1
+  while (!st.loop.applied_count.empty()
+         && st.loop.applied_count.begin()->first == st.loop.global_applied + 1
          && st.loop.applied_count.begin()->second == st.config.world) {
     st.loop.applied_count.erase(st.loop.applied_count.begin());
     ++st.loop.global_applied;
@@ -88,9 +91,8 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   st.eval.test.split = data_split::test;
   for (int64_t t = st.config.rank; t < plan.test_batches; t += st.config.world)
     st.eval.test.batches.push_back(t);
-  spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}",
-                st.config.rank, st.config.world, plan.steps, plan.staleness,
-                st.model->params().size());
+  spdlog::debug("trainer_started rank={} world={} steps={} staleness={} params={}", st.config.rank,
+                st.config.world, plan.steps, plan.staleness, st.model->params().size());
   if (plan.first_step >= plan.steps)
     start_test(self);
   else
@@ -98,8 +100,8 @@ caf::typed_response_promise<trainer_report> on_run(self_ptr self, const train_pl
   return *st.done;
 }
 
-dense_trainer_impl::behavior_type trainer_behavior(self_ptr self, dense_trainer_config config,
-                                                    std::shared_ptr<std::unique_ptr<dense_model>> model) {
+dense_trainer_impl::behavior_type trainer_behavior(
+  self_ptr self, dense_trainer_config config, std::shared_ptr<std::unique_ptr<dense_model>> model) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
@@ -108,8 +110,7 @@ dense_trainer_impl::behavior_type trainer_behavior(self_ptr self, dense_trainer_
   auto& st = self->state;
   st.config = std::move(config);
   st.model = std::move(*model);
-  st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer,
-                                                   st.model->params().size());
+  st.optimizer = std::make_unique<dense_optimizer>(st.config.optimizer, st.model->params().size());
   st.auc = std::make_unique<running_auc>(st.config.auc_window, st.config.auc_refresh);
   st.meter = meter_handle("dense_trainer", st.config.rank, st.config.job);
   st.param_count = st.model->params().size();

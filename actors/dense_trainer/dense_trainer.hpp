@@ -67,8 +67,8 @@ struct train_plan {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_plan& x) {
-  return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness,
-           x.first_step, x.cut, x.generation);
+  return f(caf::meta::type_name("train_plan"), x.steps, x.test_batches, x.staleness, x.first_step,
+           x.cut, x.generation);
 }
 
 // Sent by every trainer to the progress sink when it reaches a cut: every step < `step` is
@@ -83,8 +83,7 @@ struct cut_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cut_report& x) {
-  return f(caf::meta::type_name("cut_report"), x.rank, x.step, x.samples, x.step_losses,
-           x.state);
+  return f(caf::meta::type_name("cut_report"), x.rank, x.step, x.samples, x.step_losses, x.state);
 }
 
 // cut(kStopAtCut): end training at the cut (see above).
@@ -120,9 +119,9 @@ typename Inspector::result_type inspect(Inspector& f, trainer_report& x) {
            x.steps, x.params);
 }
 
-using progress_sink_actor = caf::typed_actor<caf::reacts_to<progress_atom, progress_report>,
-                                             caf::reacts_to<cut_atom, cut_report>,
-                                             caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>>;  // (generation, step, rank)
+using progress_sink_actor = caf::typed_actor<
+  caf::reacts_to<progress_atom, progress_report>, caf::reacts_to<cut_atom, cut_report>,
+  caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>>;  // (generation, step, rank)
 
 using dense_trainer_actor = caf::typed_actor<
   caf::reacts_to<peers_atom, std::vector<caf::actor>>,  // every trainer, by rank (self included)
@@ -136,29 +135,29 @@ using dense_trainer_actor = caf::typed_actor<
   caf::replies_to<run_atom, train_plan>::with<trainer_report>>;
 
 struct dense_trainer_config {
-  int32_t rank = 0;                                   // this replica
-  int32_t world = 1;                                  // replicas in the job
-  dense_model_config model;                           // network type and shape
-  dense_optimizer_options optimizer;                  // dense optimizer
-  uint64_t seed = 7;                                  // same on every replica: same initial model
-  int32_t batch_size = 512;                           // samples per batch
-  std::vector<data_loader_actor> loaders;             // every loader of the job
-  std::vector<gradient_aggregator_actor> aggregators; // every aggregator of the job
-  progress_sink_actor progress;                       // may be null
-  int32_t progress_every = 20;                        // steps between progress reports
+  int32_t rank = 0;                                    // this replica
+  int32_t world = 1;                                   // replicas in the job
+  dense_model_config model;                            // network type and shape
+  dense_optimizer_options optimizer;                   // dense optimizer
+  uint64_t seed = 7;                                   // same on every replica: same initial model
+  int32_t batch_size = 512;                            // samples per batch
+  std::vector<data_loader_actor> loaders;              // every loader of the job
+  std::vector<gradient_aggregator_actor> aggregators;  // every aggregator of the job
+  progress_sink_actor progress;                        // may be null
+  int32_t progress_every = 20;                         // steps between progress reports
   // Threads of the dense step (CPU trainers): the batch is split over them, each part with
   // OpenBLAS at 1 thread (models/dense/batch_split.hpp), while this is the only trainer in its
   // process (models/dense/blas_threads.hpp); resolved from training.blas_threads.
   int32_t blas_threads = 1;
-  size_t auc_window = 100000;                         // predictions in the running AUC
+  size_t auc_window = 100000;  // predictions in the running AUC
   // New predictions before the window is re-sorted: once per window turned over. The sort runs
   // in the trainer, on the step's critical path (1-1.5 ms per 100,000 here); at 25,000 it was
   // ~2.5% of the default job's CPU (tests/bench/README.md, pipeline_overhead).
   size_t auc_refresh = 100000;
-  int32_t eval_window = 4;                            // test batches in flight at once
-  caf::duration timeout{std::chrono::seconds(120)};   // per request
-  std::string job;                                    // the job's name (status endpoint)
-  bool cuda = false;                                  // the dense model on CUDA device rank % GPUs
+  int32_t eval_window = 4;                           // test batches in flight at once
+  caf::duration timeout{std::chrono::seconds(120)};  // per request
+  std::string job;                                   // the job's name (status endpoint)
+  bool cuda = false;                                 // the dense model on CUDA device rank % GPUs
   // GPU trainers: how often the trainer polls its NCCL communicator (join, all-reduce) while it
   // waits. Short against a step (milliseconds on a GPU): the poll is one cheap status query.
   std::chrono::microseconds comm_poll{100};

@@ -71,8 +71,8 @@ caf::expected<device_comm_factory> nccl_device_comm_factory(dense_model& model) 
     auto bytes = std::span(reinterpret_cast<const uint8_t*>(id.data()), id.size());
     auto comm = nccl_comm::init_rank(bytes, world, rank, gpu->device(), /*blocking=*/false);
     if (!comm)
-      return as_error("NCCL join as rank " + std::to_string(rank) + " of "
-                      + std::to_string(world) + ": " + comm.error());
+      return as_error("NCCL join as rank " + std::to_string(rank) + " of " + std::to_string(world)
+                      + ": " + comm.error());
     return std::unique_ptr<device_comm>(
       std::make_unique<nccl_device_comm>(std::move(comm.value()), gpu->stream()));
   };

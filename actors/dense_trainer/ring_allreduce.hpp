@@ -41,7 +41,7 @@ class ring_allreduce {
   int32_t world_;
   int64_t step_ = -1;
   std::span<float> values_;
-  uint8_t phase_ = 0;   // 0: reduce-scatter, 1: all-gather
+  uint8_t phase_ = 0;  // 0: reduce-scatter, 1: all-gather
   uint32_t round_ = 0;
   bool active_ = false;
 };

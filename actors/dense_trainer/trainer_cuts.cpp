@@ -23,8 +23,8 @@ capnp_payload make_state(const trainer_state& st) {
 // the previous cut, and wait for `cut(next)`.
 void check_cut(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || st.cuts.step < 0 || st.cuts.reported || st.loop.global_applied != st.cuts.step - 1
-      || st.loop.next_compute != st.cuts.step)
+  if (st.failed || st.cuts.step < 0 || st.cuts.reported
+      || st.loop.global_applied != st.cuts.step - 1 || st.loop.next_compute != st.cuts.step)
     return;
   st.cuts.reported = true;
   cut_report r;
@@ -75,8 +75,9 @@ caf::result<int64_t> on_restore(self_ptr self, const capnp_payload& state) {
     return make_error(errc::invalid_payload,
                       "restore: the checkpoint's optimizer state does not fit this optimizer");
   if (!st.optimizer->set_ema(in->ema))
-    return make_error(errc::invalid_payload,
-                      "restore: the checkpoint's weight average does not fit model.dense_optimizer.ema_decay");
+    return make_error(
+      errc::invalid_payload,
+      "restore: the checkpoint's weight average does not fit model.dense_optimizer.ema_decay");
   std::copy(in->params.begin(), in->params.end(), model.begin());
   if (auto err = optimizer_state_to_device(st))
     return make_error(errc::invalid_payload, "restore: " + error_text(err));

@@ -29,8 +29,10 @@ void eval_batch(self_ptr self, eval_run& e, int64_t n) {
   auto& st = self->state;
   auto in = decode_inputs(st, e.inputs[n], n, split_code(e.split));
   if (!in) {
-    fail(self, std::string("reading ") + (e.split == data_split::test ? "test" : "validation")
-                 + " batch " + std::to_string(n), in.error());
+    fail(self,
+         std::string("reading ") + (e.split == data_split::test ? "test" : "validation") + " batch "
+           + std::to_string(n),
+         in.error());
     return;
   }
   auto size = static_cast<int>(in->dense.size);
@@ -123,7 +125,8 @@ caf::typed_response_promise<capnp_payload> on_validate(self_ptr self, int64_t ba
   st.eval.validation->on_done = [self, promise, averaged]() mutable {
     auto& st = self->state;
     if (averaged) {  // training goes on from the trained weights
-      std::copy(st.eval.trained_params.begin(), st.eval.trained_params.end(), st.model->params().begin());
+      std::copy(st.eval.trained_params.begin(), st.eval.trained_params.end(),
+                st.model->params().begin());
       st.eval.trained_params.clear();
     }
     promise.deliver(st.eval.validation->result());

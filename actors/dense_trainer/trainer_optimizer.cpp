@@ -53,8 +53,7 @@ caf::error optimizer_state_to_host(trainer_state& st) {
 caf::error optimizer_state_to_device(trainer_state& st) {
 #ifdef SATRAP_HAVE_CUDA
   if (auto* gpu = cuda_model(st)) {
-    auto s = gpu->set_optimizer_state(st.optimizer->m(), st.optimizer->v(),
-                                      st.optimizer->steps());
+    auto s = gpu->set_optimizer_state(st.optimizer->m(), st.optimizer->v(), st.optimizer->steps());
     if (!s)
       return device_error("loading the device optimizer state: " + s.error());
   }

@@ -63,47 +63,47 @@ struct eval_run {
 struct step_loop {
   int64_t next_fetch = 0;
   int64_t next_compute = 0;
-  int64_t global_applied = -1;      // every step <= this is applied on every trainer
+  int64_t global_applied = -1;  // every step <= this is applied on every trainer
   std::map<int64_t, int32_t> applied_count;
   std::map<int64_t, batch_inputs> inputs;
-  capnp_payload pending_grads;      // PooledGradients of the step being all-reduced
+  capnp_payload pending_grads;  // PooledGradients of the step being all-reduced
   // Staleness 0 with world > 1: rank r > 0 pushes a step's embedding gradients only once rank
   // r - 1's are applied, so every shard applies one step's batches in rank order and a
   // synchronous multi-trainer run is bit-reproducible (Adagrad's result depends on the order).
-  int64_t prev_rank_applied = -1;   // the newest step rank - 1 reported applied
+  int64_t prev_rank_applied = -1;  // the newest step rank - 1 reported applied
   std::optional<std::pair<int64_t, capnp_payload>> held_push;  // (step, its PooledGradients)
   std::vector<float> logits;
 };
 
 // The dense all-reduce among the replicas (world > 1).
 struct allreduce_state {
-  std::optional<ring_allreduce> ring;  // CPU trainers
-  std::deque<capnp_payload> inbox;     // chunks that arrived before their all-reduce started
+  std::optional<ring_allreduce> ring;         // CPU trainers
+  std::deque<capnp_payload> inbox;            // chunks that arrived before their all-reduce started
   std::optional<device_allreduce> device_ar;  // GPU trainers
   bool comm_polling = false;                  // a tick to poll device_ar is scheduled
 };
 
 // Checkpoint cuts (cut, hold): where the supervisor stops this trainer's fetching.
 struct cut_state {
-  int64_t step = -1;                // no fetch of a step >= this (-1: none)
-  bool reported = false;            // the cut_report for `step` is sent
+  int64_t step = -1;      // no fetch of a step >= this (-1: none)
+  bool reported = false;  // the cut_report for `step` is sent
 };
 
 // Evaluation: the test pass after the last step, a validation pass at a cut.
 struct eval_state {
-  eval_run test;                      // this trainer's test batches, after the last step
+  eval_run test;  // this trainer's test batches, after the last step
   bool test_started = false;
-  std::optional<eval_run> validation; // a validation pass at a cut
-  std::vector<float> trained_params;  // the trained weights while a validation reads their average
+  std::optional<eval_run> validation;  // a validation pass at a cut
+  std::vector<float> trained_params;   // the trained weights while a validation reads their average
 };
 
 struct trainer_state {
   dense_trainer_config config;
   std::unique_ptr<dense_model> model;
-  size_t param_count = 0;           // the model's
+  size_t param_count = 0;  // the model's
   std::unique_ptr<dense_optimizer> optimizer;
   std::vector<dense_trainer_actor> peers;
-  allreduce_state ar;               // (after model: its device communicator is freed first)
+  allreduce_state ar;  // (after model: its device communicator is freed first)
   train_plan plan;
   std::optional<caf::typed_response_promise<trainer_report>> done;
   bool failed = false;
@@ -114,9 +114,9 @@ struct trainer_state {
   progress_report progress;
   trainer_report report;
   eval_state eval;
-  meter_handle meter;  // for the status endpoint
+  meter_handle meter;             // for the status endpoint
   blas_threads_lease blas_lease;  // intra-op BLAS threads only while the only trainer here
-  request_watch watch;  // deadlines of the requests to loaders and aggregators
+  request_watch watch;            // deadlines of the requests to loaders and aggregators
   static inline const char* name = "dense_trainer";
 };
 
@@ -133,8 +133,8 @@ struct batch_views {
   pooled_view pooled;
 };
 
-caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
-                                         int64_t n, int8_t split);
+caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in, int64_t n,
+                                         int8_t split);
 
 inline int64_t global_batch(const trainer_state& st, int64_t step) {
   return step * st.config.world + st.config.rank;
@@ -192,7 +192,8 @@ void fetch_batch(self_ptr self, Slots* slots, int64_t key, int64_t n, int8_t spl
     };
   };
   watched_request<capnp_payload>(self, st.watch, loader, st.config.timeout,
-                                 arrived(&batch_inputs::dense), on_error, fetch_atom::value, n, split);
+                                 arrived(&batch_inputs::dense), on_error, fetch_atom::value, n,
+                                 split);
   watched_request<capnp_payload>(self, st.watch, agg, st.config.timeout,
                                  arrived(&batch_inputs::pooled), on_error, pooled_atom::value, n,
                                  split);

@@ -14,17 +14,17 @@
 
 namespace satrap::trainer_detail {
 
-caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in,
-                                         int64_t n, int8_t split) {
-  auto dense = decode_dense_batch(*in.dense, n, split,
-                                  static_cast<uint32_t>(st.config.model.dense_features));
+caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in, int64_t n,
+                                         int8_t split) {
+  auto dense =
+    decode_dense_batch(*in.dense, n, split, static_cast<uint32_t>(st.config.model.dense_features));
   if (!dense)
     return dense.error();
   if (dense->size > static_cast<uint32_t>(st.config.batch_size))
-    return make_error(errc::invalid_payload,
-                      "dense batch " + std::to_string(n) + ": " + std::to_string(dense->size)
-                        + " samples, more than the batch size "
-                        + std::to_string(st.config.batch_size));
+    return make_error(errc::invalid_payload, "dense batch " + std::to_string(n) + ": "
+                                               + std::to_string(dense->size)
+                                               + " samples, more than the batch size "
+                                               + std::to_string(st.config.batch_size));
   auto pooled = decode_pooled_embeddings(*in.pooled);
   if (!pooled)
     return pooled.error();
@@ -49,17 +49,17 @@ void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
   };
   watched_request<int64_t>(
     self, st.watch, agg, st.config.timeout,
-      [self, step](int64_t) {
-        auto& st = self->state;
-        for (int32_t r = 0; r < st.config.world; ++r)
-          if (r != st.config.rank)
-            self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
-        if (st.config.progress)  // the supervisor counts exactly what a rollback replays
-          self->send(st.config.progress, applied_atom::value, st.plan.generation, step,
-                     st.config.rank);
-        on_applied(self, step);
-      },
-      on_error, grads_atom::value, std::move(grads));
+    [self, step](int64_t) {
+      auto& st = self->state;
+      for (int32_t r = 0; r < st.config.world; ++r)
+        if (r != st.config.rank)
+          self->send(st.peers[static_cast<size_t>(r)], applied_atom::value, step, st.config.rank);
+      if (st.config.progress)  // the supervisor counts exactly what a rollback replays
+        self->send(st.config.progress, applied_atom::value, st.plan.generation, step,
+                   st.config.rank);
+      on_applied(self, step);
+    },
+    on_error, grads_atom::value, std::move(grads));
 }
 
 }  // namespace
@@ -68,8 +68,9 @@ void push_grads(self_ptr self, int64_t step, capnp_payload grads) {
 // staleness 0, rank r > 0 holds them until rank r - 1's are applied: trainer_state::held_push).
 void finish_step(self_ptr self) {
   auto& st = self->state;
-  SATRAP_ASSERT(st.loop.next_compute < st.loop.next_fetch && st.loop.inputs.count(st.loop.next_compute) == 1,
-                "step={} next_fetch={}", st.loop.next_compute, st.loop.next_fetch);
+  SATRAP_ASSERT(
+    st.loop.next_compute < st.loop.next_fetch && st.loop.inputs.count(st.loop.next_compute) == 1,
+    "step={} next_fetch={}", st.loop.next_compute, st.loop.next_fetch);
   if (auto err = optimizer_step(st)) {
     fail(self, "the optimizer step of step " + std::to_string(st.loop.next_compute), err);
     return;
@@ -167,8 +168,10 @@ bool comm_ready(self_ptr self) {
     return true;
   auto ready = st.ar.device_ar->ready();
   if (!ready) {
-    fail(self, "joining the NCCL communicator of generation "
-                 + std::to_string(st.ar.device_ar->generation()), ready.error());
+    fail(self,
+         "joining the NCCL communicator of generation "
+           + std::to_string(st.ar.device_ar->generation()),
+         ready.error());
     return false;
   }
   if (!*ready)
@@ -199,9 +202,8 @@ bool stage_ready(self_ptr self, int64_t first) {
       fail(self, "reading batch " + std::to_string(n), in.error());
       return false;
     }
-    auto staged = gpu->stage_batch(step, static_cast<int>(in->dense.size),
-                                   in->dense.dense.data(), in->pooled.values.data(),
-                                   in->dense.labels.data());
+    auto staged = gpu->stage_batch(step, static_cast<int>(in->dense.size), in->dense.dense.data(),
+                                   in->pooled.values.data(), in->dense.labels.data());
     if (!staged) {
       fail(self, "uploading batch " + std::to_string(n),
            make_error(errc::peer_failure, staged.error()));
@@ -226,8 +228,8 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
   auto& st = self->state;
 #ifdef SATRAP_HAVE_CUDA
   if (auto* gpu = cuda_model(st); gpu != nullptr && gpu->staged(st.loop.next_compute)) {
-    auto loss = gpu->forward_backward_staged(st.loop.next_compute, scale, st.loop.logits.data(),
-                                             pooled_grad);
+    auto loss =
+      gpu->forward_backward_staged(st.loop.next_compute, scale, st.loop.logits.data(), pooled_grad);
     if (!loss) {
       fail(self, "computing step " + std::to_string(st.loop.next_compute),
            make_error(errc::peer_failure, loss.error()));
@@ -237,7 +239,8 @@ std::optional<double> step_forward_backward(self_ptr self, const batch_views& in
   }
 #endif
   return st.model->forward_backward(size, in.dense.dense.data(), in.pooled.values.data(),
-                                    in.dense.labels.data(), scale, st.loop.logits.data(), pooled_grad);
+                                    in.dense.labels.data(), scale, st.loop.logits.data(),
+                                    pooled_grad);
 }
 
 }  // namespace
@@ -270,8 +273,8 @@ void comm_open(self_ptr self) {
 void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
   auto& st = self->state;
   if (!st.ar.device_ar) {
-    fail(self, "a communicator id arrived", make_error(errc::invalid_payload,
-                                                         "this trainer does not all-reduce on a device"));
+    fail(self, "a communicator id arrived",
+         make_error(errc::invalid_payload, "this trainer does not all-reduce on a device"));
     return;
   }
   auto joined = st.ar.device_ar->on_id(generation, id);
@@ -285,8 +288,8 @@ void on_comm_id(self_ptr self, uint64_t generation, const std::string& id) {
                  generation, st.ar.device_ar->generation());
     return;
   }
-  spdlog::info("trainer_comm_join rank={} world={} generation={}", st.config.rank,
-               st.config.world, generation);
+  spdlog::info("trainer_comm_join rank={} world={} generation={}", st.config.rank, st.config.world,
+               generation);
   try_compute(self);
 }
 
@@ -333,9 +336,9 @@ void try_compute(self_ptr self) {
   auto size = static_cast<int>(in->dense.size);
   auto labels = in->dense.labels;
   st.loop.logits.resize(static_cast<size_t>(size));
-  pooled_grads_builder grads(st, n, static_cast<uint32_t>(size),
-                             static_cast<size_t>(size) * st.config.model.slots
-                               * st.config.model.dim * sizeof(float));
+  pooled_grads_builder grads(
+    st, n, static_cast<uint32_t>(size),
+    static_cast<size_t>(size) * st.config.model.slots * st.config.model.dim * sizeof(float));
   auto scale = 1.0f / static_cast<float>(size * st.config.world);
   auto computed = step_forward_backward(self, *in, size, scale, grads.values);
   if (!computed)

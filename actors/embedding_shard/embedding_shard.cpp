@@ -26,9 +26,9 @@ struct shard_state {
   embedding_shard_config config;
   std::unique_ptr<embedding_table> table;
   shard_stats stats;
-  meter_handle meter;  // for the status endpoint
-  int64_t max_lookup_step = -1;             // furthest training step looked up here
-  std::map<int64_t, int32_t> applied;       // audit ledger: batch -> applications
+  meter_handle meter;                  // for the status endpoint
+  int64_t max_lookup_step = -1;        // furthest training step looked up here
+  std::map<int64_t, int32_t> applied;  // audit ledger: batch -> applications
   static inline const char* name = "embedding_shard";
 };
 
@@ -61,8 +61,9 @@ caf::result<capnp_payload> shard_lookup(shard_state& st, const capnp_payload& re
     st.max_lookup_step = std::max(st.max_lookup_step, req->batch / st.config.trainers);
   }
   st.stats.lookups += static_cast<int64_t>(ids.size());
-  SATRAP_ASSERT(st.table->options().capacity == 0 || st.table->size() <= st.table->options().capacity,
-                "rows={} capacity={}", st.table->size(), st.table->options().capacity);
+  SATRAP_ASSERT(
+    st.table->options().capacity == 0 || st.table->size() <= st.table->options().capacity,
+    "rows={} capacity={}", st.table->size(), st.table->options().capacity);
   return mb.finish();
 }
 
@@ -106,12 +107,12 @@ shard_stats shard_stats_now(const shard_state& st) {
 caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::string& root,
                                                 uint64_t sequence, bool full) {
   auto& files = *st.config.environment;
-  auto info = snapshot_write_shard(*st.table, root, sequence,
-                                   static_cast<uint32_t>(st.config.shard),
-                                   full ? snapshot_kind::full : snapshot_kind::incremental, files);
+  auto info =
+    snapshot_write_shard(*st.table, root, sequence, static_cast<uint32_t>(st.config.shard),
+                         full ? snapshot_kind::full : snapshot_kind::incremental, files);
   if (!info)  // disk full or a read-only folder: no_resource (the job fails, no restart)
-    return make_error(io_errc_of(info.error()), "shard " + std::to_string(st.config.shard)
-                                                  + ": snapshot: " + info.error());
+    return make_error(io_errc_of(info.error()),
+                      "shard " + std::to_string(st.config.shard) + ": snapshot: " + info.error());
   if (st.config.audit) {
     std::string text;
     for (auto [batch, times] : st.applied)
@@ -133,11 +134,11 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
   auto me = static_cast<uint32_t>(st.config.shard);
   st.table = std::make_unique<embedding_table>(st.config.embedding);  // restore needs it empty
   auto& files = *st.config.environment;
-  auto stats = snapshot_restore(*st.table, root, sequence,
-                                [&map, me](uint64_t id) { return map.shard_of(id) == me; }, files);
+  auto stats = snapshot_restore(
+    *st.table, root, sequence, [&map, me](uint64_t id) { return map.shard_of(id) == me; }, files);
   if (!stats)
-    return make_error(errc::io_failure, "shard " + std::to_string(st.config.shard)
-                                          + ": restore: " + stats.error());
+    return make_error(errc::io_failure,
+                      "shard " + std::to_string(st.config.shard) + ": restore: " + stats.error());
   st.applied.clear();
   st.max_lookup_step = -1;
   if (st.config.audit) {
@@ -157,9 +158,8 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
   return static_cast<int64_t>(stats->rows_kept);
 }
 
-embedding_shard_actor::behavior_type
-shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
-               embedding_shard_config config) {
+embedding_shard_actor::behavior_type shard_behavior(
+  embedding_shard_actor::stateful_pointer<shard_state> self, embedding_shard_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
@@ -169,8 +169,8 @@ shard_behavior(embedding_shard_actor::stateful_pointer<shard_state> self,
   st.config = std::move(config);
   st.table = std::make_unique<embedding_table>(st.config.embedding);
   st.stats.shard = st.config.shard;
-  spdlog::debug("shard_started shard={} dim={} kernels={}", st.config.shard, st.config.embedding.dim,
-                st.table->kernels_name());
+  spdlog::debug("shard_started shard={} dim={} kernels={}", st.config.shard,
+                st.config.embedding.dim, st.table->kernels_name());
   st.meter = meter_handle("embedding_shard", st.config.shard, st.config.job);
   return {
     [self](lookup_atom, const capnp_payload& req) {

@@ -35,9 +35,9 @@ namespace satrap {
 
 struct shard_stats {
   int32_t shard = 0;
-  int64_t rows = 0;     // rows held
-  int64_t lookups = 0;  // ids looked up
-  int64_t updates = 0;  // rows updated
+  int64_t rows = 0;                    // rows held
+  int64_t lookups = 0;                 // ids looked up
+  int64_t updates = 0;                 // rows updated
   int64_t bytes = 0;                   // bytes the store holds (rows, index, bitmaps, sketch)
   int64_t admissions = 0;              // rows created for unseen ids
   int64_t evictions = 0;               // rows evicted to make room (capacity bound)
@@ -59,7 +59,7 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
 // One shard's file of a snapshot (models/embedding/embedding_snapshot.hpp, snapshot_file_info).
 struct shard_snapshot_info {
   int32_t shard = 0;
-  std::string file;       // name inside the snapshot directory
+  std::string file;  // name inside the snapshot directory
   int64_t rows = 0;
   int64_t bytes = 0;
   uint64_t checksum = 0;
@@ -79,13 +79,13 @@ using embedding_shard_actor = caf::typed_actor<
   caf::replies_to<restore_atom, std::string, uint64_t>::with<int64_t>>;
 
 struct embedding_shard_config {
-  int32_t shard = 0;              // index of this shard in the job
-  embedding_options embedding;    // rows, initialiser and sparse optimizer
-  int32_t shards = 1;             // shards in the job, and
-  int32_t partitions = 4096;      // virtual partitions: which ids this shard owns (restore)
-  std::string job;                // the job's name (status endpoint)
-  int32_t trainers = 1;           // batch b belongs to step b / trainers (LR schedule), and
-  int32_t staleness = 0;          // a lookup may run this many steps ahead of an update
+  int32_t shard = 0;            // index of this shard in the job
+  embedding_options embedding;  // rows, initialiser and sparse optimizer
+  int32_t shards = 1;           // shards in the job, and
+  int32_t partitions = 4096;    // virtual partitions: which ids this shard owns (restore)
+  std::string job;              // the job's name (status endpoint)
+  int32_t trainers = 1;         // batch b belongs to step b / trainers (LR schedule), and
+  int32_t staleness = 0;        // a lookup may run this many steps ahead of an update
   // Keep a ledger of applied batches (stats().applied), written beside each snapshot file and
   // read back on restore: the simulator (tests/sim/) checks exactly-once application with it.
   bool audit = false;

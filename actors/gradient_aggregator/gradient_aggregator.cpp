@@ -33,7 +33,7 @@ struct batch_state {
   std::vector<const float*> row_of;
   std::vector<capnp_payload> replies;
   size_t lookups_left = 0;
-  std::optional<capnp_payload> pooled;          // ready, not yet asked for
+  std::optional<capnp_payload> pooled;                                // ready, not yet asked for
   std::optional<caf::typed_response_promise<capnp_payload>> waiting;  // asked for, not ready
   caf::error failure;
 };
@@ -44,7 +44,7 @@ struct aggregator_state {
   // A loader sent an id batch that did not decode: its batch number is unknown, so every
   // pooled request from then on is answered with this error (the job fails and says why).
   caf::error bad_ids;
-  meter_handle meter;  // for the status endpoint
+  meter_handle meter;   // for the status endpoint
   request_watch watch;  // deadlines of the requests to the shards
   static inline const char* name = "gradient_aggregator";
 };
@@ -126,9 +126,9 @@ void on_rows(self_ptr self, int64_t key, uint32_t shard, capnp_payload& rows) {
     spdlog::error("aggregator_bad_rows aggregator={} shard={} batch={} error=\"{}\"",
                   st.config.index, shard, b.batch, error_text(in.error()));
     if (!b.failure)
-      b.failure = make_error(errc::invalid_payload, "embedding rows from shard "
-                                                      + std::to_string(shard) + ": "
-                                                      + error_text(in.error()));
+      b.failure =
+        make_error(errc::invalid_payload, "embedding rows from shard " + std::to_string(shard)
+                                            + ": " + error_text(in.error()));
     --b.lookups_left;
     deliver_pooled(st, key);
     return;
@@ -186,11 +186,11 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
       auto it = st.batches.find(key);
       if (it == st.batches.end())
         return;
-      spdlog::error("aggregator_lookup_failed aggregator={} shard={} error={}",
-                    st.config.index, s, error_text(e));
-      it->second.failure = make_error(
-        errc::peer_failure, "embedding lookup on shard " + std::to_string(s)
-                              + " failed: " + error_text(e));
+      spdlog::error("aggregator_lookup_failed aggregator={} shard={} error={}", st.config.index, s,
+                    error_text(e));
+      it->second.failure =
+        make_error(errc::peer_failure,
+                   "embedding lookup on shard " + std::to_string(s) + " failed: " + error_text(e));
       deliver_pooled(st, key);
     };
     watched_request<capnp_payload>(
@@ -265,9 +265,9 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
   }
   auto b = std::move(it->second);
   st.batches.erase(it);
-  SATRAP_ASSERT(b.offsets.size() == size_t{b.size} * b.slots + 1
-                  && b.offsets.back() == b.dedup.inverse.size(),
-                "batch={} offsets={} size={} slots={}", b.batch, b.offsets.size(), b.size, b.slots);
+  SATRAP_ASSERT(
+    b.offsets.size() == size_t{b.size} * b.slots + 1 && b.offsets.back() == b.dedup.inverse.size(),
+    "batch={} offsets={} size={} slots={}", b.batch, b.offsets.size(), b.size, b.slots);
   std::vector<float> grad_unique(b.dedup.unique.size() * dim, 0.0f);
   pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, in->values.data(),
                 grad_unique.data());
@@ -285,9 +285,8 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
                     self->state.config.index, s, batch, error_text(e));
       if (!push->failed)
         push->promise.deliver(make_error(
-          errc::peer_failure, "gradient push to shard " + std::to_string(s)
-                                + " failed for batch " + std::to_string(batch) + ": "
-                                + error_text(e)));
+          errc::peer_failure, "gradient push to shard " + std::to_string(s) + " failed for batch "
+                                + std::to_string(batch) + ": " + error_text(e)));
       push->failed = true;
     };
     watched_request<int64_t>(
@@ -297,21 +296,22 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
         if (--push->left == 0 && !push->failed)
           push->promise.deliver(push->rows);
       },
-      on_error, update_atom::value, make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()));
+      on_error, update_atom::value,
+      make_update(b.batch, dim, b, b.by_shard[s], grad_unique.data()));
   }
   return promise;
 }
 
 gradient_aggregator_impl::behavior_type aggregator_behavior(self_ptr self,
-                                                             gradient_aggregator_config config) {
+                                                            gradient_aggregator_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
     return exception_error(e, "gradient aggregator");
   });
   self->state.config = std::move(config);
-  self->state.meter = meter_handle("gradient_aggregator", self->state.config.index,
-                                   self->state.config.job);
+  self->state.meter =
+    meter_handle("gradient_aggregator", self->state.config.index, self->state.config.job);
   return {
     [self](ids_atom, const capnp_payload& msg) {
       self->state.meter.on_message(self);

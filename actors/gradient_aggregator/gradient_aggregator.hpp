@@ -27,20 +27,20 @@
 
 namespace satrap {
 
-using gradient_aggregator_actor = caf::typed_actor<
-  caf::reacts_to<ids_atom, capnp_payload>,
-  caf::replies_to<pooled_atom, int64_t, int8_t>::with<capnp_payload>,
-  caf::replies_to<grads_atom, capnp_payload>::with<int64_t>>;
+using gradient_aggregator_actor =
+  caf::typed_actor<caf::reacts_to<ids_atom, capnp_payload>,
+                   caf::replies_to<pooled_atom, int64_t, int8_t>::with<capnp_payload>,
+                   caf::replies_to<grads_atom, capnp_payload>::with<int64_t>>;
 // (Its own timer, the shard requests' deadlines, is on a private extension: gradient_aggregator.cpp.)
 
 struct gradient_aggregator_config {
-  int32_t index = 0;                          // index of this aggregator in the job
-  int32_t dim = 16;                           // embedding size
-  pooling pool = pooling::sum;                // how a bag's rows become one vector
-  std::vector<embedding_shard_actor> shards;  // every shard of the job
-  partition_map partitions;                   // id -> shard
+  int32_t index = 0;                                // index of this aggregator in the job
+  int32_t dim = 16;                                 // embedding size
+  pooling pool = pooling::sum;                      // how a bag's rows become one vector
+  std::vector<embedding_shard_actor> shards;        // every shard of the job
+  partition_map partitions;                         // id -> shard
   caf::duration timeout{std::chrono::seconds(60)};  // per request to a shard
-  std::string job;                            // the job's name (status endpoint)
+  std::string job;                                  // the job's name (status endpoint)
 };
 
 gradient_aggregator_actor spawn_gradient_aggregator(caf::actor_system& sys,

@@ -27,7 +27,7 @@ class best_model {
     int64_t validation_batches = 0;  // 0: no validation
     int64_t every = 0;               // steps between validations (training.eval_every or an epoch)
     early_stopping_spec early_stopping;
-    double target_auc = 0.0;         // training.target_auc (0: none)
+    double target_auc = 0.0;  // training.target_auc (0: none)
   };
 
   // What one validation decided.
@@ -85,18 +85,18 @@ class best_model {
  private:
   policy policy_;
   std::string dir_;
-  double loss_since_eval_ = 0.0;         // training loss sum since the previous validation
+  double loss_since_eval_ = 0.0;  // training loss sum since the previous validation
   int64_t samples_since_eval_ = 0;
-  std::vector<std::string> history_;     // validation points, JSON objects
-  int64_t best_step_ = -1;               // step of the best validation so far
-  eval_metrics best_;                    // its metrics
-  capnp_payload best_dense_;             // its DenseState (in memory)
-  uint64_t best_snapshot_ = 0;           // its embedding snapshot's sequence (0: none)
-  int32_t since_best_ = 0;               // evaluations since the best
+  std::vector<std::string> history_;               // validation points, JSON objects
+  int64_t best_step_ = -1;                         // step of the best validation so far
+  eval_metrics best_;                              // its metrics
+  capnp_payload best_dense_;                       // its DenseState (in memory)
+  uint64_t best_snapshot_ = 0;                     // its embedding snapshot's sequence (0: none)
+  int32_t since_best_ = 0;                         // evaluations since the best
   double restored_validation_auc_ = std::nan("");  // the restored best model, measured again
-  bool stopping_ = false;                // training ends at this cut
-  std::string stop_reason_;              // early_stopping, target_auc
-  double target_seconds_ = -1.0;         // when validation AUC first reached target_auc
+  bool stopping_ = false;                          // training ends at this cut
+  std::string stop_reason_;                        // early_stopping, target_auc
+  double target_seconds_ = -1.0;                   // when validation AUC first reached target_auc
   int64_t target_samples_ = -1;
 };
 

@@ -26,8 +26,8 @@ void checkpoint_cut::release(int64_t cut) {
   checkpointing_ = false;
 }
 
-std::optional<checkpoint_cut::cut_complete>
-checkpoint_cut::on_report(cut_report r, size_t trainers, bool callers_waiting) {
+std::optional<checkpoint_cut::cut_complete> checkpoint_cut::on_report(cut_report r, size_t trainers,
+                                                                      bool callers_waiting) {
   if (r.step != cut_ || reports_.count(r.rank))
     return std::nullopt;  // from an older generation, or not the cut asked for
   reports_.emplace(r.rank, std::move(r));
@@ -49,10 +49,10 @@ checkpoint_cut::on_report(cut_report r, size_t trainers, bool callers_waiting) {
     }
   }
   auto c = cut_;
-  done.checkpoint = enabled()
-                    && (want_checkpoint_ || callers_waiting
-                        || (policy_.every_steps > 0 && c % policy_.every_steps == 0
-                            && c < policy_.steps));
+  done.checkpoint =
+    enabled()
+    && (want_checkpoint_ || callers_waiting
+        || (policy_.every_steps > 0 && c % policy_.every_steps == 0 && c < policy_.steps));
   want_checkpoint_ = false;
   return done;
 }

@@ -101,10 +101,10 @@ class checkpoint_cut {
 
  private:
   policy policy_;
-  int64_t cut_ = -1;                        // the cut the trainers are heading for
-  std::map<int32_t, cut_report> reports_;   // in for it, by rank
-  bool checkpointing_ = false;              // a cut is being set up or carried out
-  bool want_checkpoint_ = false;            // the cut under way writes a checkpoint (timed, on demand)
+  int64_t cut_ = -1;                       // the cut the trainers are heading for
+  std::map<int32_t, cut_report> reports_;  // in for it, by rank
+  bool checkpointing_ = false;             // a cut is being set up or carried out
+  bool want_checkpoint_ = false;  // the cut under way writes a checkpoint (timed, on demand)
   bool ending_ = false;
   uint64_t sequence_ = 0;                   // of the newest checkpoint written
   uint64_t snapshot_sequence_ = 0;          // newest embedding snapshot (checkpoints and best)

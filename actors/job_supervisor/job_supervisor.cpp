@@ -60,8 +60,9 @@ void spawn_role(self_ptr self, Role role, const char* name, int32_t count,
   auto gen = st.generation;
   for (int32_t i = 0; i < count; ++i) {
     auto node = node_index(where, static_cast<size_t>(i));
-    self->request(st.config.nodes[node], ms(st.config.spec.timing.spawn_timeout_ms), spawn_atom::value, role,
-                  st.job_yaml, i, xs...)
+    self
+      ->request(st.config.nodes[node], ms(st.config.spec.timing.spawn_timeout_ms),
+                spawn_atom::value, role, st.job_yaml, i, xs...)
       .then(
         [self, &out, i, left, next, gen, node](Handle& h) {
           auto& st = self->state;
@@ -109,8 +110,8 @@ void restore_and_start(self_ptr self, uint64_t gen) {
   auto rows = std::make_shared<int64_t>(0);
   auto one_done = [self, gen, left, rows, meta] {
     if (--*left == 0) {
-      spdlog::info("job_restored step={} sequence={} embedding_rows={}", meta.step,
-                   meta.sequence, *rows);
+      spdlog::info("job_restored step={} sequence={} embedding_rows={}", meta.step, meta.sequence,
+                   *rows);
       start_training(self, gen);
     }
   };
@@ -119,9 +120,15 @@ void restore_and_start(self_ptr self, uint64_t gen) {
   };
   auto root = checkpoint_embedding_root(st.cuts.dir());
   for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
-                  meta.embedding_sequence)
-      .then([rows, one_done](int64_t n) { *rows += n; one_done(); }, on_error);
+    self
+      ->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, root,
+                meta.embedding_sequence)
+      .then(
+        [rows, one_done](int64_t n) {
+          *rows += n;
+          one_done();
+        },
+        on_error);
   capnp_payload state{payload_bytes(dense->begin(), dense->end())};
   for (auto& t : st.trainers)
     self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value, state)
@@ -135,17 +142,23 @@ void spawn_children(self_ptr self) {
   auto gen = st.generation;
   spawn_role(self, shard_atom::value, "embedding_shard", pl.shards, where.shards, st.shards, [=] {
     auto& st = self->state;
-    spawn_role(self, aggregator_atom::value, "gradient_aggregator", pl.aggregators,
-               where.aggregators, st.aggregators, [=] {
-      auto& st = self->state;
-      spawn_role(self, loader_atom::value, "data_loader", pl.loaders, where.loaders, st.loaders,
-                 [=] {
+    spawn_role(
+      self, aggregator_atom::value, "gradient_aggregator", pl.aggregators, where.aggregators,
+      st.aggregators,
+      [=] {
         auto& st = self->state;
-        spawn_role(self, trainer_atom::value, "dense_trainer", pl.trainers, where.trainers,
-                   st.trainers, [=] { restore_and_start(self, gen); }, st.loaders,
-                   st.aggregators, caf::actor_cast<progress_sink_actor>(self));
-      }, st.aggregators);
-    }, st.shards);
+        spawn_role(
+          self, loader_atom::value, "data_loader", pl.loaders, where.loaders, st.loaders,
+          [=] {
+            auto& st = self->state;
+            spawn_role(
+              self, trainer_atom::value, "dense_trainer", pl.trainers, where.trainers, st.trainers,
+              [=] { restore_and_start(self, gen); }, st.loaders, st.aggregators,
+              caf::actor_cast<progress_sink_actor>(self));
+          },
+          st.aggregators);
+      },
+      st.shards);
   });
 }
 
@@ -200,11 +213,12 @@ void start_training(self_ptr self, uint64_t gen) {
   if (st.cuts.enabled() && spec.checkpoint.every_seconds > 0)
     self->delayed_send(self, std::chrono::seconds(spec.checkpoint.every_seconds),
                        checkpoint_atom::value, gen);
-  spdlog::info("job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
-               "first_step={} staleness={} batch_size={} nodes={} generation={}",
-               spec.name, spec.placement.shards, spec.placement.aggregators,
-               spec.placement.loaders, spec.placement.trainers, plan.steps, plan.first_step,
-               plan.staleness, spec.training.batch_size, st.config.nodes.size(), gen);
+  spdlog::info(
+    "job_started name={} shards={} aggregators={} loaders={} trainers={} steps={} "
+    "first_step={} staleness={} batch_size={} nodes={} generation={}",
+    spec.name, spec.placement.shards, spec.placement.aggregators, spec.placement.loaders,
+    spec.placement.trainers, plan.steps, plan.first_step, plan.staleness, spec.training.batch_size,
+    st.config.nodes.size(), gen);
   for (auto& t : st.trainers)
     self->request(t, caf::infinite, run_atom::value, plan)
       .then(
@@ -255,11 +269,11 @@ void start_job(self_ptr self, const caf::expected<job_data>& data) {
     // them, under the data cache folder (nodes of one machine).
     static std::atomic<uint64_t> jobs{0};
     st.best.set_dir(!st.cuts.dir().empty()
-                    ? (std::filesystem::path(st.cuts.dir()) / "best").string()
-                    : (std::filesystem::path(job_data_cache_root(spec.data))
-                       / ("best-" + spec.name + "-" + std::to_string(::getpid()) + "-"
-                          + std::to_string(jobs++)))
-                        .string());
+                      ? (std::filesystem::path(st.cuts.dir()) / "best").string()
+                      : (std::filesystem::path(job_data_cache_root(spec.data))
+                         / ("best-" + spec.name + "-" + std::to_string(::getpid()) + "-"
+                            + std::to_string(jobs++)))
+                          .string());
   }
   if (st.config.own_nodes)  // embedded: the in-process agents end with the job
     for (auto& n : st.config.nodes)
@@ -283,7 +297,7 @@ caf::typed_response_promise<job_result> on_run(self_ptr self) {
 }
 
 job_supervisor_impl::behavior_type supervisor_behavior(self_ptr self,
-                                                        job_supervisor_config config) {
+                                                       job_supervisor_config config) {
   self->state.config = std::move(config);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   return {

@@ -48,82 +48,82 @@ namespace satrap {
 
 // Progress of a running job, for a terminal or a status endpoint.
 struct job_progress {
-  int64_t steps = 0;          // steps done (the slowest trainer)
+  int64_t steps = 0;  // steps done (the slowest trainer)
   int64_t steps_total = 0;
-  int64_t samples = 0;        // training samples so far, all trainers
+  int64_t samples = 0;  // training samples so far, all trainers
   double samples_per_sec = 0.0;
-  double loss = 0.0;          // mean loss since the previous progress
-  double running_auc = 0.5;   // mean over trainers of their recent-prediction AUC
-  int64_t restarts = 0;       // recoveries so far
+  double loss = 0.0;             // mean loss since the previous progress
+  double running_auc = 0.5;      // mean over trainers of their recent-prediction AUC
+  int64_t restarts = 0;          // recoveries so far
   int64_t batches_replayed = 0;  // batches whose applied gradients were rolled back and retrained
-  int64_t checkpoints = 0;    // checkpoints written
+  int64_t checkpoints = 0;       // checkpoints written
   int64_t checkpoint_step = -1;  // step of the newest one
-  std::string last_failure;   // why the newest restart happened
+  std::string last_failure;      // why the newest restart happened
   // Validation (NaN / -1 before the first one).
-  int64_t validation_step = -1;         // step of the latest validation
-  double validation_auc = std::nan("");       // its AUC
+  int64_t validation_step = -1;          // step of the latest validation
+  double validation_auc = std::nan("");  // its AUC
   double validation_logloss = std::nan("");
-  int64_t best_step = -1;               // step of the best one
+  int64_t best_step = -1;  // step of the best one
   double best_validation_auc = std::nan("");
 };
 
 struct job_result {
   double test_auc = 0.0;
-  double oracle_auc = 0.0;            // AUC of the teacher's probabilities on the same test set
+  double oracle_auc = 0.0;  // AUC of the teacher's probabilities on the same test set
   double test_logloss = 0.0;
-  int64_t samples = 0;                // training samples
+  int64_t samples = 0;  // training samples
   int64_t test_samples = 0;
   double train_seconds = 0.0;         // from start to the last trainer's report (evaluation incl.)
   double samples_per_sec = 0.0;       // training samples / train_seconds
   std::vector<double> step_losses;    // mean training loss per step (all trainers)
   std::vector<capnp_payload> params;  // DenseParams of each trainer, by rank
   int64_t embedding_rows = 0;         // rows held by the shards at the end
-  std::map<std::string, int64_t> data_skipped;  // input lines skipped (data.on_error skip), by reason
+  std::map<std::string, int64_t>
+    data_skipped;                     // input lines skipped (data.on_error skip), by reason
   int64_t restarts = 0;               // recoveries
   int64_t batches_replayed = 0;       // batches trained again after a rollback to a checkpoint
   int64_t checkpoints = 0;            // checkpoints written
   int64_t gradients_lost = 0;         // gradient rows the stores dropped (ids not admitted)
   std::vector<std::string> failures;  // the reason of each restart
   // Test metrics beyond AUC and log loss (NaN when undefined: one class, or no metrics.group_by).
-  double test_ne = 0.0;               // log loss over the entropy of the test click rate
-  double test_calibration = 0.0;      // mean prediction over mean label
-  double test_gauc = 0.0;             // grouped AUC by metrics.group_by
+  double test_ne = 0.0;           // log loss over the entropy of the test click rate
+  double test_calibration = 0.0;  // mean prediction over mean label
+  double test_gauc = 0.0;         // grouped AUC by metrics.group_by
   // Validation while training (best_step -1: none).
-  int64_t steps = 0;                  // steps trained (per trainer; fewer than planned when stopped)
-  int64_t steps_total = 0;            // steps planned
-  int64_t best_step = -1;             // the step of the model tested (the best validation)
-  double validation_auc = 0.0;        // its validation AUC
+  int64_t steps = 0;            // steps trained (per trainer; fewer than planned when stopped)
+  int64_t steps_total = 0;      // steps planned
+  int64_t best_step = -1;       // the step of the model tested (the best validation)
+  double validation_auc = 0.0;  // its validation AUC
   double validation_logloss = 0.0;
   double validation_gauc = 0.0;
   double restored_validation_auc = std::nan("");  // the best model measured again once restored
                                                   // (NaN: the last model was the best)
-  std::vector<std::string> validation_history;  // one JSON object per validation
-  std::string stop_reason;            // "": ran every step; early_stopping; target_auc
-  double target_seconds = -1.0;       // training.target_auc: time and samples to reach it (-1: not)
+  std::vector<std::string> validation_history;    // one JSON object per validation
+  std::string stop_reason;                        // "": ran every step; early_stopping; target_auc
+  double target_seconds = -1.0;  // training.target_auc: time and samples to reach it (-1: not)
   int64_t target_samples = -1;
   // Each shard's statistics at the end, by index (with its audit ledger when the nodes run
   // audited, node_agent_config::audit); `shard` is -1 where a shard did not answer (lost after
   // training ended: the result stands, its statistics are missing).
   std::vector<shard_stats> shards;
-  std::vector<float> test_logits;     // the final evaluation's logits, in test-split order
+  std::vector<float> test_logits;  // the final evaluation's logits, in test-split order
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
-  return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss,
-           x.samples, x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
+  return f(caf::meta::type_name("job_result"), x.test_auc, x.oracle_auc, x.test_logloss, x.samples,
+           x.test_samples, x.train_seconds, x.samples_per_sec, x.step_losses, x.params,
            x.embedding_rows, x.data_skipped, x.restarts, x.batches_replayed, x.checkpoints,
            x.gradients_lost, x.failures, x.test_ne, x.test_calibration, x.test_gauc, x.steps,
            x.steps_total, x.best_step, x.validation_auc, x.validation_logloss, x.validation_gauc,
-           x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds, x.target_samples,
-           x.shards, x.test_logits);
+           x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds,
+           x.target_samples, x.shards, x.test_logits);
 }
 
-using job_supervisor_actor = caf::typed_actor<caf::replies_to<run_atom>::with<job_result>,
-                                              caf::reacts_to<progress_atom, progress_report>,
-                                              caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>,
-                                              caf::reacts_to<cut_atom, cut_report>,
-                                              caf::replies_to<checkpoint_atom>::with<int64_t>>;
+using job_supervisor_actor = caf::typed_actor<
+  caf::replies_to<run_atom>::with<job_result>, caf::reacts_to<progress_atom, progress_report>,
+  caf::reacts_to<applied_atom, uint64_t, int64_t, int32_t>, caf::reacts_to<cut_atom, cut_report>,
+  caf::replies_to<checkpoint_atom>::with<int64_t>>;
 // (Its own timer messages are on a private extension: supervisor_state.hpp.)
 
 // Who is alive now (the admin on a cluster): names and agents of the live nodes.
@@ -139,16 +139,16 @@ struct job_placement {
 job_placement job_placement_of(const placement_plan& plan);
 
 struct job_supervisor_config {
-  job_spec spec;                                       // finalised (job_spec_finalize)
-  std::function<void(const job_progress&)> observer;   // may be empty
-  std::vector<node_agent_actor> nodes;                 // at least one (embedded_job.hpp: one local)
-  bool own_nodes = false;                              // link to `nodes`: they end with the job
-  std::vector<std::string> node_names;                 // name of each of `nodes` (cluster)
-  job_placement placement;                             // empty lists: everything on nodes[0]
-  manifest cluster;                                    // for re-placing after a node loss
-  node_directory_actor directory;                      // null: embedded (no re-placement)
-  std::string final_snapshot_dir;  // "": none; else every shard writes the final model's rows
-                                   // there after the evaluation (a full embedding snapshot)
+  job_spec spec;                                      // finalised (job_spec_finalize)
+  std::function<void(const job_progress&)> observer;  // may be empty
+  std::vector<node_agent_actor> nodes;                // at least one (embedded_job.hpp: one local)
+  bool own_nodes = false;                             // link to `nodes`: they end with the job
+  std::vector<std::string> node_names;                // name of each of `nodes` (cluster)
+  job_placement placement;                            // empty lists: everything on nodes[0]
+  manifest cluster;                                   // for re-placing after a node loss
+  node_directory_actor directory;                     // null: embedded (no re-placement)
+  std::string final_snapshot_dir;     // "": none; else every shard writes the final model's rows
+                                      // there after the evaluation (a full embedding snapshot)
   env* environment = &default_env();  // the checkpoints', best model's and history's files
 };
 

@@ -10,8 +10,7 @@ void recovery::start(size_t trainers, int64_t first_step) {
 }
 
 recovery::decision recovery::on_failure(uint64_t gen, uint64_t current, bool running,
-                                        const std::string& reason, time_point now,
-                                        int64_t resume) {
+                                        const std::string& reason, time_point now, int64_t resume) {
   decision d;
   if (gen != current || recovering_ || !running)
     return d;

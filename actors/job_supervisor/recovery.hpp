@@ -68,11 +68,11 @@ class recovery {
   std::optional<restart_intensity> intensity_;
   bool recovering_ = false;
   bool finishing_ = false;
-  std::vector<std::string> failures_;       // the reason of each restart (and late notes)
-  std::set<std::string> lost_nodes_;        // nodes whose actors became unreachable
-  std::vector<int64_t> applied_steps_;      // per trainer: steps applied on the shards
-  uint64_t rolled_back_generation_ = 0;     // the generation the newest rollback ended
-  std::vector<int64_t> rolled_back_to_;     // its steps counted as replayed, per trainer
+  std::vector<std::string> failures_;    // the reason of each restart (and late notes)
+  std::set<std::string> lost_nodes_;     // nodes whose actors became unreachable
+  std::vector<int64_t> applied_steps_;   // per trainer: steps applied on the shards
+  uint64_t rolled_back_generation_ = 0;  // the generation the newest rollback ended
+  std::vector<int64_t> rolled_back_to_;  // its steps counted as replayed, per trainer
 };
 
 }  // namespace satrap

@@ -28,10 +28,9 @@ caf::error checkpoint_setup(self_ptr self) {
     }
     auto& m = **latest;
     if (m.trainers != spec.placement.trainers) {
-      return make_error(errc::invalid_config,
-                        "checkpoint.resume_from: the checkpoint has "
-                          + std::to_string(m.trainers) + " trainers, the job "
-                          + std::to_string(spec.placement.trainers));
+      return make_error(errc::invalid_config, "checkpoint.resume_from: the checkpoint has "
+                                                + std::to_string(m.trainers) + " trainers, the job "
+                                                + std::to_string(spec.placement.trainers));
     }
     if (ckpt_dir.empty())
       ckpt_dir = resume;
@@ -94,8 +93,9 @@ void snapshot_shards(self_ptr self, const std::string& root, uint64_t seq, bool 
   auto left = std::make_shared<size_t>(st.shards.size());
   auto failed_once = std::make_shared<bool>(false);
   for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, root,
-                  seq, full)
+    self
+      ->request(s, ms(st.config.spec.timing.snapshot_timeout_ms), snapshot_atom::value, root, seq,
+                full)
       .then(
         [self, gen, files, left, done](const shard_snapshot_info& i) {
           if (gen != self->state.generation)
@@ -130,40 +130,40 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
       for (auto& f : files)
         meta.embedding_rows += static_cast<int64_t>(f.rows);
       auto parent = meta.full ? uint64_t{0} : st.cuts.sequence();
-      auto written = snapshot_write_manifest(root, meta.sequence, parent,
-                                             st.config.spec.model.embedding, files,
-                                             *st.config.environment);
+      auto written = snapshot_write_manifest(
+        root, meta.sequence, parent, st.config.spec.model.embedding, files, *st.config.environment);
       caf::error err;
       if (!written)
         err = make_error(io_errc_of(written.error()),
                          "embedding snapshot manifest: " + written.error());
       if (!err)
-        if (auto r = checkpoint_write_dense(st.cuts.dir(), meta, state.bytes,
-                                            *st.config.environment); !r)
+        if (auto r =
+              checkpoint_write_dense(st.cuts.dir(), meta, state.bytes, *st.config.environment);
+            !r)
           err = make_error(r.failure());
       if (!err)
         if (auto r = checkpoint_write_meta(st.cuts.dir(), meta, *st.config.environment); !r)
           err = make_error(r.failure());
       if (err) {
         fail_job(self, make_error(errc_of(err, errc::io_failure),
-                                  "checkpoint at step " + std::to_string(step) + " failed: "
-                                    + error_text(err)));
+                                  "checkpoint at step " + std::to_string(step)
+                                    + " failed: " + error_text(err)));
         return;
       }
       st.cuts.committed(meta);
       ++st.progress.checkpoints;
       st.progress.checkpoint_step = step;
       auto ms = std::chrono::duration<double, std::milli>(self->clock().now() - started).count();
-      spdlog::info("checkpoint_written step={} sequence={} full={} rows={} ms={:.0f} dir={}",
-                   step, meta.sequence, meta.full, meta.embedding_rows, ms, st.cuts.dir());
+      spdlog::info("checkpoint_written step={} sequence={} full={} rows={} ms={:.0f} dir={}", step,
+                   meta.sequence, meta.full, meta.embedding_rows, ms, st.cuts.dir());
       // checkpoint.keep: older checkpoints go, never the newest nor a kept chain's parents.
-      if (auto pruned = checkpoint_prune(st.cuts.dir(), st.config.spec.checkpoint.keep,
-                                         *st.config.environment); !pruned)
+      if (auto pruned =
+            checkpoint_prune(st.cuts.dir(), st.config.spec.checkpoint.keep, *st.config.environment);
+          !pruned)
         spdlog::warn("checkpoint_prune_failed error=\"{}\"", pruned.error());
       else if (pruned->checkpoints_removed + pruned->snapshots_removed > 0)
         spdlog::info("checkpoints_pruned checkpoints={} snapshots={} bytes={}",
-                     pruned->checkpoints_removed, pruned->snapshots_removed,
-                     pruned->bytes_freed);
+                     pruned->checkpoints_removed, pruned->snapshots_removed, pruned->bytes_freed);
       for (auto& p : st.on_demand)
         p.deliver(step);
       st.on_demand.clear();

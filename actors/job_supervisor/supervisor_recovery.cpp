@@ -41,7 +41,9 @@ void replan(self_ptr self, std::function<void()> next) {
     return;
   }
   auto gen = st.generation;
-  self->request(st.config.directory, ms(st.config.spec.timing.directory_timeout_ms), nodes_atom::value)
+  self
+    ->request(st.config.directory, ms(st.config.spec.timing.directory_timeout_ms),
+              nodes_atom::value)
     .then(
       [self, gen, next](std::vector<std::string>& names, std::vector<node_agent_actor>& agents) {
         auto& st = self->state;
@@ -60,7 +62,8 @@ void replan(self_ptr self, std::function<void()> next) {
             // Lost under this job: only a new process of that node (a new agent) may serve again.
             auto old = std::find(st.config.node_names.begin(), st.config.node_names.end(), n.name);
             if (old != st.config.node_names.end()
-                && st.config.nodes[static_cast<size_t>(old - st.config.node_names.begin())] == agent)
+                && st.config.nodes[static_cast<size_t>(old - st.config.node_names.begin())]
+                     == agent)
               continue;
             st.rec.node_back(n.name);
           }
@@ -68,13 +71,15 @@ void replan(self_ptr self, std::function<void()> next) {
           nodes.push_back(agent);
           node_names.push_back(n.name);
         }
-        auto plan = alive.nodes.empty()
-                      ? caf::expected<placement_plan>(make_error(errc::invalid_config, "no node is alive"))
-                      : plan_job(alive, st.config.spec);
+        auto plan =
+          alive.nodes.empty()
+            ? caf::expected<placement_plan>(make_error(errc::invalid_config, "no node is alive"))
+            : plan_job(alive, st.config.spec);
         if (!plan) {
-          fail_job(self, make_error(errc::invalid_config,
-                                    "cannot re-place the job after a failure ("
-                                      + st.rec.failures().back() + "): " + error_text(plan.error())));
+          fail_job(self,
+                   make_error(errc::invalid_config, "cannot re-place the job after a failure ("
+                                                      + st.rec.failures().back()
+                                                      + "): " + error_text(plan.error())));
           return;
         }
         st.config.nodes = std::move(nodes);
@@ -87,8 +92,8 @@ void replan(self_ptr self, std::function<void()> next) {
         next();
       },
       [self, gen](const caf::error& e) {
-        fail_job(self, make_error(errc::peer_failure,
-                                  "asking which nodes are alive: " + error_text(e)));
+        fail_job(self,
+                 make_error(errc::peer_failure, "asking which nodes are alive: " + error_text(e)));
       });
 }
 
@@ -124,8 +129,8 @@ void on_failure(self_ptr self, uint64_t gen, const std::string& reason) {
   st.trainer_steps.assign(st.trainer_steps.size(), resume);
   st.cuts.roll_back();
   st.best.roll_back();
-  spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}",
-               reason, st.progress.restarts, resume, d.replayed);
+  spdlog::warn("job_restarting reason=\"{}\" restart={} resume_step={} batches_replayed={}", reason,
+               st.progress.restarts, resume, d.replayed);
   notify(st);
   ++st.generation;  // from here on, the old generation's replies and exits are stale
   for (auto& [addr, node] : st.children)
@@ -156,12 +161,14 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
   st.children.erase(it);
   if (msg.reason == caf::exit_reason::remote_link_unreachable) {
     st.rec.node_lost(node);
-    on_failure(self, st.generation, "node " + node + " lost (connection dropped or heartbeats stopped)");
+    on_failure(self, st.generation,
+               "node " + node + " lost (connection dropped or heartbeats stopped)");
   } else if (msg.reason) {
     auto what = "an actor on node " + node + " failed: " + error_text(msg.reason);
     // A configuration or resource error (out of memory, disk full) would fail again after a
     // restart: the job fails at once, with the actor's own message.
-    if (failure_is_deterministic(msg.reason) && st.done && st.done->pending() && !st.rec.is_finishing()) {
+    if (failure_is_deterministic(msg.reason) && st.done && st.done->pending()
+        && !st.rec.is_finishing()) {
       fail_job(self, make_error(errc_of(msg.reason, errc::no_resource), what));
       return;
     }

@@ -33,14 +33,14 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   for (auto& rep : st.reports) {
     auto before = static_cast<std::ptrdiff_t>(logits.size());
     if (auto ev = decode_eval_result(rep.eval)) {
-      for (auto [v, dst] : {std::pair{ev->logits, &logits}, {ev->labels, &labels},
-                            {ev->probs, &probs}})
+      for (auto [v, dst] :
+           {std::pair{ev->logits, &logits}, {ev->labels, &labels}, {ev->probs, &probs}})
         dst->insert(dst->end(), v.begin(), v.end());
       groups.insert(groups.end(), ev->groups.begin(), ev->groups.end());
     } else {  // reported with the result, not dropped: its predictions are left out of the AUC
       spdlog::error("job_bad_eval_result rank={} error=\"{}\"", rep.rank, error_text(ev.error()));
       st.rec.add_failure("trainer " + std::to_string(rep.rank)
-                            + ": test predictions left out: " + error_text(ev.error()));
+                         + ": test predictions left out: " + error_text(ev.error()));
     }
     by_rank.emplace_back(logits.begin() + before, logits.end());
     r.steps = std::max(r.steps, rep.steps);
@@ -139,8 +139,7 @@ void finish(self_ptr self) {
   if (!st.best.dir().empty() && !st.cuts.enabled()) {  // a temporary best model: not kept
     (void)st.config.environment->remove_all(st.best.dir());
   }
-  std::sort(st.reports.begin(), st.reports.end(),
-            [](auto& a, auto& b) { return a.rank < b.rank; });
+  std::sort(st.reports.begin(), st.reports.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
   auto result = std::make_shared<job_result>(summarize(st, self->clock().now()));
   result->shards.assign(st.shards.size(), shard_stats{});
   for (auto& s : result->shards)

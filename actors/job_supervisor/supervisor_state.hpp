@@ -38,8 +38,8 @@ using clock_type = std::chrono::steady_clock;  // time_points of the actor clock
 // (checkpoint.every_seconds) and, after a failure, the next generation's launch; each carries the
 // generation it is for. Not on the public handle (job_supervisor.hpp).
 using job_supervisor_impl = job_supervisor_actor::extend<
-  caf::reacts_to<restore_atom, uint64_t>,       // after a failure: re-place, restore, go on
-  caf::reacts_to<checkpoint_atom, uint64_t>>;   // checkpoint.every_seconds
+  caf::reacts_to<restore_atom, uint64_t>,      // after a failure: re-place, restore, go on
+  caf::reacts_to<checkpoint_atom, uint64_t>>;  // checkpoint.every_seconds
 
 struct supervisor_state {
   job_supervisor_config config;
@@ -62,7 +62,7 @@ struct supervisor_state {
   std::vector<int64_t> trainer_steps;   // computed, as the progress reports say
   std::vector<double> trainer_auc;
   job_progress progress;
-  double loss_sum = 0.0;                // since the previous progress, summed over trainers
+  double loss_sum = 0.0;  // since the previous progress, summed over trainers
   int64_t loss_samples = 0;
   // The state machines.
   checkpoint_cut cuts;

@@ -37,9 +37,8 @@ void snapshot_best(self_ptr self, std::function<void()> next) {
     self, st.best.dir(), seq, true,
     [self, seq, next](std::vector<snapshot_file_info> files) {
       auto& st = self->state;
-      auto written = snapshot_write_manifest(st.best.dir(), seq, 0,
-                                             st.config.spec.model.embedding, files,
-                                             *st.config.environment);
+      auto written = snapshot_write_manifest(st.best.dir(), seq, 0, st.config.spec.model.embedding,
+                                             files, *st.config.environment);
       if (!written) {
         fail_job(self, make_error(errc::io_failure, "best model snapshot: " + written.error()));
         return;
@@ -71,12 +70,14 @@ void restore_best(self_ptr self, std::function<void()> next) {
     on_failure(self, gen, "restoring the best model: " + error_text(e));
   };
   for (auto& s : st.shards)
-    self->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, st.best.dir(),
-                  st.best.best_snapshot())
+    self
+      ->request(s, ms(st.config.spec.timing.restore_timeout_ms), restore_atom::value, st.best.dir(),
+                st.best.best_snapshot())
       .then([one_done](int64_t) { one_done(); }, on_error);
   for (auto& t : st.trainers)
-    self->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value,
-                  st.best.best_dense())
+    self
+      ->request(t, ms(st.config.spec.timing.dense_restore_timeout_ms), restore_atom::value,
+                st.best.best_dense())
       .then([one_done](int64_t) { one_done(); }, on_error);
 }
 
@@ -106,7 +107,9 @@ void evaluate_validation(self_ptr self, const std::string& what,
   auto results = std::make_shared<std::vector<capnp_payload>>(st.trainers.size());
   auto left = std::make_shared<size_t>(st.trainers.size());
   for (size_t i = 0; i < st.trainers.size(); ++i)
-    self->request(st.trainers[i], ms(st.config.spec.timing.validation_timeout_ms), eval_atom::value, st.data.validation_batches)
+    self
+      ->request(st.trainers[i], ms(st.config.spec.timing.validation_timeout_ms), eval_atom::value,
+                st.data.validation_batches)
       .then(
         [self, gen, i, results, left, done, what](capnp_payload& p) {
           if (gen != self->state.generation)
@@ -121,7 +124,9 @@ void evaluate_validation(self_ptr self, const std::string& what,
           }
           done(*m);
         },
-        [self, gen, what](const caf::error& e) { on_failure(self, gen, what + ": " + error_text(e)); });
+        [self, gen, what](const caf::error& e) {
+          on_failure(self, gen, what + ": " + error_text(e));
+        });
 }
 
 void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function<void()> next) {
@@ -134,8 +139,9 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
   auto sparse_lr = spec.model.embedding.learning_rate * lr_factor(spec.model.embedding.schedule, c);
   nlohmann::json point = {
     {"step", c},
-    {"epoch", st.data.epoch_steps > 0 ? number_or_null(static_cast<double>(c) / static_cast<double>(st.data.epoch_steps))
-                                      : nlohmann::json()},
+    {"epoch", st.data.epoch_steps > 0
+                ? number_or_null(static_cast<double>(c) / static_cast<double>(st.data.epoch_steps))
+                : nlohmann::json()},
     {"samples", samples},
     {"seconds", secs},
     {"samples_per_sec", secs > 0 ? static_cast<double>(samples) / secs : 0.0},
@@ -158,9 +164,10 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
                 : files.append_file(path, line + "\n")))
       spdlog::warn("history_file_unwritable path={}", spec.training.history_file);
   }
-  spdlog::info("validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "
-               "train_loss={:.5f} samples={}",
-               c, m.auc, m.logloss, m.ne, m.calibration, m.gauc, train_loss, m.samples);
+  spdlog::info(
+    "validation step={} auc={:.5f} logloss={:.5f} ne={:.4f} calibration={:.4f} gauc={:.5f} "
+    "train_loss={:.5f} samples={}",
+    c, m.auc, m.logloss, m.ne, m.calibration, m.gauc, train_loss, m.samples);
   auto v = st.best.on_validated(c, m, secs, samples, st.cuts.dense_state());
   if (v.target_reached)
     spdlog::info("target_auc_reached step={} auc={:.5f} target={} seconds={:.1f} samples={}", c,
@@ -204,13 +211,14 @@ void after_cut(self_ptr self) {
   if (st.best.must_restore(c)) {
     // Restore the best model, and measure it again: the result must be the recorded best.
     restore_best(self, [self, stop] {
-      evaluate_validation(self, "validating the restored best model", [self, stop](const eval_metrics& m) {
-        auto& st = self->state;
-        st.best.revalidated(m.auc);
-        spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}",
-                     st.best.best_step(), m.auc, st.best.best().auc);
-        stop();
-      });
+      evaluate_validation(
+        self, "validating the restored best model", [self, stop](const eval_metrics& m) {
+          auto& st = self->state;
+          st.best.revalidated(m.auc);
+          spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}",
+                       st.best.best_step(), m.auc, st.best.best().auc);
+          stop();
+        });
     });
     return;
   }

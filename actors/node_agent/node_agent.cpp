@@ -38,9 +38,9 @@ struct agent_state {
   node_agent_config config;
   std::deque<job_entry> jobs;
   std::map<std::string, std::vector<waiting_loader>> opening;  // by job YAML
-  caf::node_id head;                      // the head's process (none: only local requests)
+  caf::node_id head;  // the head's process (none: only local requests)
   int64_t refused = 0;
-  int64_t job_actors = 0;                 // spawned here and not stopped yet (monitored)
+  int64_t job_actors = 0;  // spawned here and not stopped yet (monitored)
   static inline const char* name = "node_agent";
 };
 
@@ -101,8 +101,8 @@ caf::expected<data_loader_actor> spawn_loader(self_ptr self, const job_spec& spe
                                               std::vector<gradient_aggregator_actor> aggs) {
   if (!*d)
     return d->error();
-  data_loader_config c{index, (*d)->source, spec.training.batch_size, std::move(aggs), spec.name,
-                       spec.metrics.group_by, spec.placement.loaders};
+  data_loader_config c{index,     (*d)->source,          spec.training.batch_size, std::move(aggs),
+                       spec.name, spec.metrics.group_by, spec.placement.loaders};
   auto h = spawn_data_loader(self->system(), c);
   log_spawn(self, h, "data_loader", index);
   return h;
@@ -188,10 +188,10 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, const node_agent_confi
         auto spec = spec_of(self->state, yaml);
         if (!spec)
           return spec.error();
-        auto h = spawn_dense_trainer(self->system(),
-                                     trainer_config(**spec, rank, std::move(loaders),
-                                                    std::move(aggs), std::move(sink),
-                                                    static_cast<int>(self->system().scheduler().num_workers())));
+        auto h = spawn_dense_trainer(
+          self->system(),
+          trainer_config(**spec, rank, std::move(loaders), std::move(aggs), std::move(sink),
+                         static_cast<int>(self->system().scheduler().num_workers())));
         if (!h)
           return h.error();
         log_spawn(self, *h, "dense_trainer", rank);

@@ -22,12 +22,10 @@
 
 namespace satrap {
 
-
-
 struct node_agent_config {
-  std::string node = "local";  // this node's name, for logs
-  size_t jobs_kept = 2;        // recent jobs whose spec and opened data are kept for reuse
-  bool audit = false;          // shards keep an audit ledger (embedding_shard_config::audit)
+  std::string node = "local";         // this node's name, for logs
+  size_t jobs_kept = 2;               // recent jobs whose spec and opened data are kept for reuse
+  bool audit = false;                 // shards keep an audit ledger (embedding_shard_config::audit)
   env* environment = &default_env();  // its shards' files (the simulator's env is in memory)
   // Called with every actor this agent spawns (its role and index): the simulator (tests/sim/)
   // uses it to know which actors a simulated node loses with its agent. Empty in `satrap`.

@@ -17,9 +17,9 @@ namespace {
 struct link_state {
   node_link_config config;
   uint64_t key = 0;
-  uint64_t seq = 0;                          // only the newest timer counts
-  admin_actor admin;                         // set while joined
-  caf::actor_clock::time_point give_up_at;   // of the current attempt window
+  uint64_t seq = 0;                         // only the newest timer counts
+  admin_actor admin;                        // set while joined
+  caf::actor_clock::time_point give_up_at;  // of the current attempt window
   bool ended = false;
   std::map<std::string, caf::actor_addr> peers;  // other nodes connected to, by name
   std::set<std::string> connecting;              // connect requests in flight
@@ -70,8 +70,9 @@ void connect_peers(self_ptr self) {
     if (n.name == st.config.node || st.peers.count(n.name) || st.connecting.count(n.name))
       continue;
     st.connecting.insert(n.name);
-    self->request(st.config.connector, st.config.connect_timeout, caf::connect_atom::value, n.host,
-                  n.port)
+    self
+      ->request(st.config.connector, st.config.connect_timeout, caf::connect_atom::value, n.host,
+                n.port)
       .then(
         [self, name = n.name](const caf::node_id&, caf::strong_actor_ptr& ptr,
                               const std::set<std::string>&) {
@@ -112,7 +113,8 @@ void do_register(self_ptr self, admin_actor admin) {
       [self](caf::error& e) {
         // A refusal by the head is final; a timeout, a dropped connection (a head restarting)
         // or the name still held by this node's previous process is tried again.
-        if (e.category() == caf::atom("satrap") && e.code() != static_cast<uint8_t>(errc::peer_failure))
+        if (e.category() == caf::atom("satrap")
+            && e.code() != static_cast<uint8_t>(errc::peer_failure))
           end(self, "the head refused this node: " + error_text(e));
         else
           retry(self, error_text(e));
@@ -122,8 +124,9 @@ void do_register(self_ptr self, admin_actor admin) {
 void try_connect(self_ptr self) {
   auto& st = self->state;
   auto& h = st.config.cluster.head;
-  self->request(st.config.connector, st.config.connect_timeout, caf::connect_atom::value, h.host,
-                h.port)
+  self
+    ->request(st.config.connector, st.config.connect_timeout, caf::connect_atom::value, h.host,
+              h.port)
     .then(
       [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
         if (!ptr) {

@@ -31,11 +31,11 @@ namespace satrap {
 
 struct node_link_config {
   manifest cluster;
-  std::string node;          // this node's name in the manifest
-  std::string version;       // satrap version, checked by the head
-  std::string token;         // this node's token (never logged)
-  int64_t restarts = 0;      // times this node's process was started again (reported at registration)
-  node_agent_actor agent;    // registered with the head
+  std::string node;        // this node's name in the manifest
+  std::string version;     // satrap version, checked by the head
+  std::string token;       // this node's token (never logged)
+  int64_t restarts = 0;    // times this node's process was started again (reported at registration)
+  node_agent_actor agent;  // registered with the head
   caf::io::middleman_actor connector;  // plain or TLS middleman actor
   // Knobs (README "Cluster"): how often, how long.
   std::chrono::milliseconds heartbeat_interval{1000};  // the head's timeout is 5 s
@@ -43,7 +43,7 @@ struct node_link_config {
   std::chrono::milliseconds register_timeout{10000};   // one register request
   std::chrono::milliseconds connect_timeout{10000};    // one connect attempt
   std::chrono::milliseconds give_up_after{60000};      // --wait: trying to reach the head
-  bool connect_peers = false;      // connect directly to the other nodes (with TLS)
+  bool connect_peers = false;       // connect directly to the other nodes (with TLS)
   std::function<void(int)> on_end;  // called once when the link gives up (status 1)
 };
 

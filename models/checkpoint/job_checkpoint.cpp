@@ -32,8 +32,8 @@ std::string checkpoint_embedding_root(const std::string& dir) { return join(dir,
 result<ok_t> checkpoint_write_dense(const std::string& dir, checkpoint_meta& meta,
                                     std::span<const char> state, env& e) {
   if (auto made = e.create_dirs(dir); !made)
-    return make_model_error(dir + ": cannot create the checkpoint directory: "
-                            + io_cause(made.error()));
+    return make_model_error(
+      dir + ": cannot create the checkpoint directory: " + io_cause(made.error()));
   meta.dense_file = "dense-" + seq_text(meta.sequence) + ".bin";
   // The snapshot files' framing: checksummed trailer, fsync, atomic rename. A flat Cap'n Proto
   // message is a whole number of 8-byte words, as the framing needs.
@@ -48,19 +48,25 @@ result<ok_t> checkpoint_write_dense(const std::string& dir, checkpoint_meta& met
 }
 
 result<ok_t> checkpoint_write_meta(const std::string& dir, const checkpoint_meta& m, env& e) {
-  nlohmann::json j = {{"sequence", m.sequence},         {"step", m.step},
+  nlohmann::json j = {{"sequence", m.sequence},
+                      {"step", m.step},
                       {"embedding_sequence", m.embedding_sequence},
-                      {"full", m.full},                 {"dense_file", m.dense_file},
-                      {"dense_bytes", m.dense_bytes},   {"dense_checksum", m.dense_checksum},
-                      {"trainers", m.trainers},         {"shards", m.shards},
-                      {"job", m.job},                   {"samples", m.samples},
+                      {"full", m.full},
+                      {"dense_file", m.dense_file},
+                      {"dense_bytes", m.dense_bytes},
+                      {"dense_checksum", m.dense_checksum},
+                      {"trainers", m.trainers},
+                      {"shards", m.shards},
+                      {"job", m.job},
+                      {"samples", m.samples},
                       {"embedding_rows", m.embedding_rows},
                       {"step_losses", m.step_losses}};
   auto path = join(dir, meta_name(m.sequence));
   // A temporary file renamed over the name (not synced, as before the env: the dense and
   // embedding files it names are).
   if (auto r = e.write_file_atomic(path, j.dump() + "\n", /*sync=*/false); !r)
-    return make_model_error(path + ": cannot write the checkpoint manifest: " + io_cause(r.error()));
+    return make_model_error(path
+                            + ": cannot write the checkpoint manifest: " + io_cause(r.error()));
   return ok_t{};
 }
 

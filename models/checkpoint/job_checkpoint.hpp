@@ -29,19 +29,19 @@
 namespace satrap {
 
 struct checkpoint_meta {
-  uint64_t sequence = 0;             // 1, 2, ... within the directory
-  int64_t step = 0;                  // steps per trainer applied (where training resumes)
-  uint64_t embedding_sequence = 0;   // the embedding snapshot (== sequence)
-  bool full = true;                  // a full embedding snapshot, or incremental on the previous
-  std::string dense_file;            // name inside the directory
+  uint64_t sequence = 0;            // 1, 2, ... within the directory
+  int64_t step = 0;                 // steps per trainer applied (where training resumes)
+  uint64_t embedding_sequence = 0;  // the embedding snapshot (== sequence)
+  bool full = true;                 // a full embedding snapshot, or incremental on the previous
+  std::string dense_file;           // name inside the directory
   uint64_t dense_bytes = 0;
   uint64_t dense_checksum = 0;
   int32_t trainers = 0;
   int32_t shards = 0;
-  std::string job;                   // the job's name
-  int64_t samples = 0;               // training samples up to `step`, all trainers
-  std::vector<double> step_losses;   // per step up to `step`: summed per-sample losses, all trainers
-  int64_t embedding_rows = 0;        // rows in the snapshot's shard files
+  std::string job;                  // the job's name
+  int64_t samples = 0;              // training samples up to `step`, all trainers
+  std::vector<double> step_losses;  // per step up to `step`: summed per-sample losses, all trainers
+  int64_t embedding_rows = 0;       // rows in the snapshot's shard files
 };
 
 std::string checkpoint_embedding_root(const std::string& dir);
@@ -66,8 +66,8 @@ result<ok_t> checkpoint_write_meta(const std::string& dir, const checkpoint_meta
 // (checkpoint-<seq>.json, and leftover .tmp), the dense files, then the snapshots. keep == 0
 // keeps everything. When a kept chain cannot be read back, nothing is deleted (the error says why).
 struct checkpoint_prune_stats {
-  int64_t checkpoints_removed = 0;   // checkpoint manifests deleted
-  int64_t snapshots_removed = 0;     // embedding snapshot folders deleted
+  int64_t checkpoints_removed = 0;  // checkpoint manifests deleted
+  int64_t snapshots_removed = 0;    // embedding snapshot folders deleted
   uint64_t bytes_freed = 0;
 };
 result<checkpoint_prune_stats> checkpoint_prune(const std::string& dir, int32_t keep,

@@ -44,10 +44,13 @@ cuda_status batch_stager::reserve(slot& s, int batch) {
 
 result<bool> batch_stager::stage(int64_t key, int batch, const float* dense, const float* pooled,
                                  const float* labels) {
-  if (batch <= 0) return make_model_error("batch_stager: batch must be positive");
-  if (ring_.has(key)) return true;  // staged already
+  if (batch <= 0)
+    return make_model_error("batch_stager: batch must be positive");
+  if (ring_.has(key))
+    return true;  // staged already
   auto index = ring_.stage(key);
-  if (!index) return false;
+  if (!index)
+    return false;
   slot& s = slots_[static_cast<size_t>(*index)];
   auto enqueue = [&]() -> cuda_status {
     // A free slot's last upload was consumed by a computation that has finished, so this waits
@@ -56,7 +59,8 @@ result<bool> batch_stager::stage(int64_t key, int batch, const float* dense, con
     SATRAP_TRY(reserve(s, batch));
     const size_t b = static_cast<size_t>(batch);
     auto host_copy = [](float* to, const float* from, size_t n) {
-      if (n > 0) std::memcpy(to, from, n * sizeof(float));  // (no dense features: null, 0)
+      if (n > 0)
+        std::memcpy(to, from, n * sizeof(float));  // (no dense features: null, 0)
     };
     host_copy(s.h_dense.data(), dense, b * dense_width_);
     host_copy(s.h_pooled.data(), pooled, b * pooled_width_);
@@ -81,8 +85,7 @@ result<bool> batch_stager::stage(int64_t key, int batch, const float* dense, con
   return true;
 }
 
-result<batch_stager::device_inputs> batch_stager::begin_compute(int64_t key,
-                                                                cudaStream_t compute) {
+result<batch_stager::device_inputs> batch_stager::begin_compute(int64_t key, cudaStream_t compute) {
   if (!ring_.has(key))
     return make_model_error("batch_stager: batch " + std::to_string(key) + " is not staged");
   current_ = ring_.begin_compute(key);
@@ -96,8 +99,8 @@ cuda_status batch_stager::download_grads(cudaStream_t compute, const float* grad
   SATRAP_TRY(h_grads_.reserve(n));
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventRecord(computed_.get(), compute)));
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_.get(), 0)));
-  SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(h_grads_.data(), grads, n * sizeof(float),
-                                               cudaMemcpyDeviceToHost, copy_)));
+  SATRAP_TRY(SATRAP_CUDA_CHECK(
+    cudaMemcpyAsync(h_grads_.data(), grads, n * sizeof(float), cudaMemcpyDeviceToHost, copy_)));
   return SATRAP_CUDA_CHECK(cudaEventRecord(downloaded_.get(), copy_));
 }
 
@@ -109,14 +112,16 @@ cuda_status batch_stager::finish(cudaStream_t compute, float* out, size_t n) {
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventRecord(s.consumed.get(), compute)));
   s.consumed_recorded = true;
   SATRAP_TRY(SATRAP_CUDA_CHECK(cudaEventSynchronize(downloaded_.get())));
-  if (n > 0) std::memcpy(out, h_grads_.data(), n * sizeof(float));
+  if (n > 0)
+    std::memcpy(out, h_grads_.data(), n * sizeof(float));
   ring_.finish();
   current_ = -1;
   return ok_t{};
 }
 
 void batch_stager::clear() {
-  if (copy_ != nullptr) cudaStreamSynchronize(copy_);  // its error resurfaces at the next call
+  if (copy_ != nullptr)
+    cudaStreamSynchronize(copy_);  // its error resurfaces at the next call
   ring_.clear();
   current_ = -1;
 }

@@ -24,9 +24,11 @@ struct cublas_library {
     // build found.
     for (const char* path : {SATRAP_CUBLAS_SONAME, SATRAP_CUBLAS_DIR "/" SATRAP_CUBLAS_SONAME}) {
       handle = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) return;
+      if (handle != nullptr)
+        return;
       const char* why = ::dlerror();
-      if (!error.empty()) error += "; ";
+      if (!error.empty())
+        error += "; ";
       error += why != nullptr ? why : path;
     }
     error = "cuBLAS could not be loaded (" + error + "): install the CUDA toolkit's cuBLAS or "
@@ -84,8 +86,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Btype, int ldb, const void* beta, void* C,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
-  using fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                int, const void*, const void*, cudaDataType, int, const void*,
+  using fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                const void*, const void*, cudaDataType, int, const void*,
                                 cudaDataType, int, const void*, void*, cudaDataType, int,
                                 cublasComputeType_t, cublasGemmAlgo_t);
   static const auto f = resolve<fn>("cublasGemmEx");

@@ -97,9 +97,9 @@ class cuda_dense_model final : public dense_model {
   size_t param_count() const;
   int device() const;
   dense_precision precision() const;
-  float loss_scale() const;      // fp16: the current scale; else 1
-  int64_t skipped_steps() const; // fp16: steps whose gradients overflowed (zeroed)
-  cudaStream_t stream() const;   // the model's stream: device work on its buffers goes there
+  float loss_scale() const;       // fp16: the current scale; else 1
+  int64_t skipped_steps() const;  // fp16: steps whose gradients overflowed (zeroed)
+  cudaStream_t stream() const;    // the model's stream: device work on its buffers goes there
   // Device copies (see the sync rules above); null and last_error() set on a failed upload.
   float* device_params();
   float* device_grads();

@@ -47,10 +47,12 @@ struct cuda_dense_model::impl {
 
   ~impl() {
     cudaSetDevice(device);
-    if (stream != nullptr) cudaStreamSynchronize(stream);
+    if (stream != nullptr)
+      cudaStreamSynchronize(stream);
     stager.reset();  // its copy stream synchronised, its pinned buffers freed
     blas.reset();
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (stream != nullptr)
+      cudaStreamDestroy(stream);
   }
 
   size_t pooled_size(int batch) const {
@@ -60,7 +62,8 @@ struct cuda_dense_model::impl {
   cuda_status sync() { return SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
   cuda_status reserve(int batch) {
-    if (batch <= capacity) return ok_t{};
+    if (batch <= capacity)
+      return ok_t{};
     const size_t b = static_cast<size_t>(batch);
     SATRAP_TRY(net->reserve(batch));
     SATRAP_TRY(d_dense.reserve(b * config.dense_features));
@@ -95,7 +98,8 @@ struct cuda_dense_model::impl {
   }
 
   cuda_status prepare(int batch) {
-    if (batch <= 0) return make_model_error("cuda_dense_model: batch must be positive");
+    if (batch <= 0)
+      return make_model_error("cuda_dense_model: batch must be positive");
     SATRAP_TRY(select());
     return reserve(batch);
   }
@@ -126,10 +130,10 @@ struct cuda_dense_model::impl {
     ++skipped;
     good_steps = 0;
     loss_scale = std::max(1.0f, loss_scale * 0.5f);
-    SATRAP_TRY(SATRAP_CUDA_CHECK(
-        cudaMemsetAsync(grads.device(), 0, grads.size() * sizeof(float), stream)));
+    SATRAP_TRY(
+      SATRAP_CUDA_CHECK(cudaMemsetAsync(grads.device(), 0, grads.size() * sizeof(float), stream)));
     return SATRAP_CUDA_CHECK(
-        cudaMemsetAsync(d_pooled_grad.data(), 0, pooled_size(batch) * sizeof(float), stream));
+      cudaMemsetAsync(d_pooled_grad.data(), 0, pooled_size(batch) * sizeof(float), stream));
   }
 
   // The loss, the backward pass and (fp16) unscaling after forward_on_device. The logits and the
@@ -141,7 +145,8 @@ struct cuda_dense_model::impl {
     SATRAP_TRY(net->backward(*blas, batch, params.device(), d_dlogits.data(), grads.device(),
                              d_pooled_grad.data()));
     grads.mark_device_newer();  // overwritten whole, whatever the host held
-    if (config.precision == dense_precision::fp16) SATRAP_TRY(unscale(batch));
+    if (config.precision == dense_precision::fp16)
+      SATRAP_TRY(unscale(batch));
     return ok_t{};
   }
   cuda_status copy_logits(int batch, const float* out, float* logits) {
@@ -152,7 +157,8 @@ struct cuda_dense_model::impl {
                                   const float* labels, float scale, float* logits,
                                   float* pooled_grad) {
     auto out = run_forward(batch, dense, pooled);
-    if (!out) return make_model_error(out.error());
+    if (!out)
+      return make_model_error(out.error());
     const size_t b = static_cast<size_t>(batch);
     SATRAP_TRY(copy(d_labels.data(), labels, b * sizeof(float), cudaMemcpyHostToDevice));
     SATRAP_TRY(loss_and_backward(batch, out.value(), d_labels.data(), scale));
@@ -169,15 +175,16 @@ struct cuda_dense_model::impl {
   result<double> forward_backward_staged(int64_t key, float scale, float* logits,
                                          float* pooled_grad) {
     if (!stager || !stager->has(key))
-      return make_model_error("cuda_dense_model: batch " + std::to_string(key) +
-                              " is not staged");
+      return make_model_error("cuda_dense_model: batch " + std::to_string(key) + " is not staged");
     SATRAP_TRY(select());
     auto in = stager->begin_compute(key, stream);
-    if (!in) return make_model_error(in.error());
+    if (!in)
+      return make_model_error(in.error());
     const int batch = in.value().batch;
     SATRAP_TRY(reserve(batch));
     auto out = forward_on_device(batch, in.value().dense, in.value().pooled);
-    if (!out) return make_model_error(out.error());
+    if (!out)
+      return make_model_error(out.error());
     SATRAP_TRY(loss_and_backward(batch, out.value(), in.value().labels, scale));
     // The gradients' download starts on the copy stream right after the backward pass, beside
     // the (small, pageable, so host-blocking) logits copy on the compute stream.
@@ -198,7 +205,8 @@ struct cuda_dense_model::impl {
   // A device pointer after uploading a newer host side; null (last_error set) on a failure.
   float* device_side(mirrored_array& a) {
     cuda_status s = select();
-    if (s) s = a.upload(stream);
+    if (s)
+      s = a.upload(stream);
     if (!s) {
       last_error = s.error();
       return nullptr;
@@ -209,8 +217,10 @@ struct cuda_dense_model::impl {
   // The host side after downloading a newer device side (an error goes to last_error).
   std::vector<float>& host_side(mirrored_array& a) {
     cuda_status s = select();
-    if (s) s = a.download(stream);
-    if (!s) last_error = s.error();
+    if (s)
+      s = a.download(stream);
+    if (!s)
+      last_error = s.error();
     return a.host();
   }
 };

@@ -32,17 +32,19 @@ result<int> cuda_device_count();
 }  // namespace satrap
 
 #define SATRAP_CUDA_CHECK(expr) ::satrap::cuda_check((expr), #expr, __FILE__, __LINE__)
-#define SATRAP_CUBLAS_CHECK(expr) ::satrap::cublas_check(static_cast<int>(expr), #expr, __FILE__, __LINE__)
-#define SATRAP_NCCL_CHECK(expr) ::satrap::nccl_check(static_cast<int>(expr), #expr, __FILE__, __LINE__)
+#define SATRAP_CUBLAS_CHECK(expr) \
+  ::satrap::cublas_check(static_cast<int>(expr), #expr, __FILE__, __LINE__)
+#define SATRAP_NCCL_CHECK(expr) \
+  ::satrap::nccl_check(static_cast<int>(expr), #expr, __FILE__, __LINE__)
 #define SATRAP_LAUNCH_CHECK(kernel) ::satrap::cuda_launch_check(kernel, __FILE__, __LINE__)
 
 // Returns the error from the enclosing function (whose type is any result<T>) when `expr`, a
 // result, failed.
-#define SATRAP_TRY(expr)                                                   \
-  do {                                                                     \
-    auto satrap_try_status_ = (expr);                                      \
-    if (!satrap_try_status_.ok())                                          \
-      return ::satrap::model_error{satrap_try_status_.error()};            \
+#define SATRAP_TRY(expr)                                        \
+  do {                                                          \
+    auto satrap_try_status_ = (expr);                           \
+    if (!satrap_try_status_.ok())                               \
+      return ::satrap::model_error{satrap_try_status_.error()}; \
   } while (0)
 
 namespace satrap {
@@ -54,7 +56,8 @@ class device_array {
   device_array() = default;
   device_array(const device_array&) = delete;
   device_array& operator=(const device_array&) = delete;
-  device_array(device_array&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  device_array(device_array&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   device_array& operator=(device_array&& o) noexcept {
     if (this != &o) {
       release();
@@ -67,7 +70,8 @@ class device_array {
 
   // Capacity for at least n values; the old contents are lost when it grows.
   cuda_status reserve(size_t n) {
-    if (n <= n_) return ok_t{};
+    if (n <= n_)
+      return ok_t{};
     release();
     void* p = nullptr;
     SATRAP_TRY(cuda_check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc", __FILE__, __LINE__));
@@ -81,7 +85,8 @@ class device_array {
 
  private:
   void release() {
-    if (p_ != nullptr) cudaFree(p_);  // an error here has nowhere to go; the memory is gone anyway
+    if (p_ != nullptr)
+      cudaFree(p_);  // an error here has nowhere to go; the memory is gone anyway
     p_ = nullptr;
     n_ = 0;
   }
@@ -97,7 +102,8 @@ class pinned_buffer {
   pinned_buffer() = default;
   pinned_buffer(const pinned_buffer&) = delete;
   pinned_buffer& operator=(const pinned_buffer&) = delete;
-  pinned_buffer(pinned_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  pinned_buffer(pinned_buffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept {
     if (this != &o) {
       release();
@@ -111,7 +117,8 @@ class pinned_buffer {
   // Capacity for at least n values; the old contents are lost when it grows. No copy that reads
   // or writes the old memory may still be in flight.
   cuda_status reserve(size_t n) {
-    if (n <= n_) return ok_t{};
+    if (n <= n_)
+      return ok_t{};
     release();
     void* p = nullptr;
     SATRAP_TRY(cuda_check(cudaHostAlloc(&p, n * sizeof(T), cudaHostAllocPortable), "cudaHostAlloc",
@@ -126,7 +133,8 @@ class pinned_buffer {
 
  private:
   void release() {
-    if (p_ != nullptr) cudaFreeHost(p_);  // as device_array: an error here has nowhere to go
+    if (p_ != nullptr)
+      cudaFreeHost(p_);  // as device_array: an error here has nowhere to go
     p_ = nullptr;
     n_ = 0;
   }
@@ -158,7 +166,8 @@ class cuda_event {
 
  private:
   void release() {
-    if (e_ != nullptr) cudaEventDestroy(e_);
+    if (e_ != nullptr)
+      cudaEventDestroy(e_);
     e_ = nullptr;
   }
   cudaEvent_t e_ = nullptr;

@@ -27,9 +27,12 @@ class device_dcn_v2 final : public device_network {
     const size_t n = static_cast<size_t>(batch) * fields_.width();
     SATRAP_TRY(fields_.reserve(batch));
     SATRAP_TRY(top_.reserve(batch));
-    for (auto& c : cross_) SATRAP_TRY(c.reserve(batch));
-    for (auto& x : xs_) SATRAP_TRY(x.reserve(n));
-    for (auto* b : {&g_, &dx0_, &du_, &dxl_}) SATRAP_TRY(b->reserve(n));
+    for (auto& c : cross_)
+      SATRAP_TRY(c.reserve(batch));
+    for (auto& x : xs_)
+      SATRAP_TRY(x.reserve(n));
+    for (auto* b : {&g_, &dx0_, &du_, &dxl_})
+      SATRAP_TRY(b->reserve(n));
     return ok_t{};
   }
 
@@ -37,12 +40,14 @@ class device_dcn_v2 final : public device_network {
                                const float* dense, const float* pooled) override {
     const size_t n = static_cast<size_t>(batch) * fields_.width();
     auto z = fields_.forward(blas, batch, params, dense, pooled);
-    if (!z) return z;
+    if (!z)
+      return z;
     x0_ = z.value();
     const float* xl = x0_;
     for (size_t l = 0; l < cross_.size(); ++l) {
       auto u = cross_[l].forward(blas, batch, params + cross_at_[l], xl);
-      if (!u) return u;
+      if (!u)
+        return u;
       SATRAP_TRY(cuda_cross_forward(blas.stream(), n, x0_, u.value(), xl, xs_[l].data()));
       xl = xs_[l].data();
     }

@@ -32,12 +32,15 @@ class device_deepfm final : public device_network {
   result<const float*> forward(const cublas_handle& blas, int batch, const float* params,
                                const float* dense, const float* pooled) override {
     auto z = fields_.forward(blas, batch, params, dense, pooled);
-    if (!z) return z;
+    if (!z)
+      return z;
     z_ = z.value();
     auto deep = top_.forward(blas, batch, params + top_at_, z_);
-    if (!deep) return deep;
+    if (!deep)
+      return deep;
     auto first = linear_.forward(blas, batch, params + linear_at_, z_);
-    if (!first) return first;
+    if (!first)
+      return first;
     SATRAP_TRY(cuda_fm_forward(blas.stream(), batch, fields(), dim_, z_, first.value(),
                                deep.value(), sums_.data(), logits_.data()));
     return static_cast<const float*>(logits_.data());
@@ -46,8 +49,8 @@ class device_deepfm final : public device_network {
   cuda_status backward(const cublas_handle& blas, int batch, const float* params,
                        const float* dlogits, float* grads, float* pooled_grad) override {
     SATRAP_TRY(top_.backward(blas, batch, params + top_at_, dlogits, grads + top_at_, g_.data()));
-    SATRAP_TRY(linear_.backward(blas, batch, params + linear_at_, dlogits, grads + linear_at_,
-                                t_.data()));
+    SATRAP_TRY(
+      linear_.backward(blas, batch, params + linear_at_, dlogits, grads + linear_at_, t_.data()));
     // d fm / d v_ik = S_k - v_ik, plus the first-order term's share t.
     SATRAP_TRY(cuda_fm_backward(blas.stream(), batch, fields(), dim_, z_, sums_.data(), dlogits,
                                 t_.data(), g_.data()));

@@ -28,7 +28,8 @@ class device_dlrm final : public device_network {
                                const float* dense, const float* pooled) override {
     pooled_ = pooled;
     auto x = bottom_.forward(blas, batch, params, dense);
-    if (!x) return make_model_error(x.error());
+    if (!x)
+      return make_model_error(x.error());
     x_ = x.value();
     SATRAP_TRY(cuda_interaction_forward(blas.stream(), batch, slots_, dim_, x_, pooled, z_.data()));
     return top_.forward(blas, batch, params + bottom_.param_count(), z_.data());

@@ -19,9 +19,11 @@ device_mlp::device_mlp(int in, std::vector<int> sizes) : in_(in), sizes_(std::mo
 
 cuda_status device_mlp::reserve(int batch) {
   const size_t b = static_cast<size_t>(batch);
-  for (int l = 0; l < layers(); ++l) SATRAP_TRY(outputs_[l].reserve(b * sizes_[l]));
+  for (int l = 0; l < layers(); ++l)
+    SATRAP_TRY(outputs_[l].reserve(b * sizes_[l]));
   const size_t widest = static_cast<size_t>(*std::max_element(sizes_.begin(), sizes_.end()));
-  for (auto& s : scratch_) SATRAP_TRY(s.reserve(b * widest));
+  for (auto& s : scratch_)
+    SATRAP_TRY(s.reserve(b * widest));
   return ok_t{};
 }
 
@@ -59,8 +61,8 @@ cuda_status device_mlp::backward(const cublas_handle& blas, int batch, const flo
                                               next, grads + bias_offset(l - 1)));
       delta = next;
     } else if (dx != nullptr) {
-      SATRAP_TRY(cuda_gemm(blas, false, false, batch, in_l, out, 1.0f, delta, out, w, in_l, 0.0f,
-                           dx, in_l));
+      SATRAP_TRY(
+        cuda_gemm(blas, false, false, batch, in_l, out, 1.0f, delta, out, w, in_l, 0.0f, dx, in_l));
     }
   }
   return ok_t{};

@@ -35,12 +35,15 @@ class device_wide_deep final : public device_network {
                                const float* dense, const float* pooled) override {
     cudaStream_t stream = blas.stream();
     auto z = fields_.forward(blas, batch, params, dense, pooled);
-    if (!z) return z;
+    if (!z)
+      return z;
     SATRAP_TRY(cuda_concat_rows(stream, batch, dense_features_, dense, emb_, pooled, w_.data()));
     auto deep = top_.forward(blas, batch, params + top_at_, z.value());
-    if (!deep) return deep;
+    if (!deep)
+      return deep;
     auto wide = wide_.forward(blas, batch, params + wide_at_, w_.data());
-    if (!wide) return wide;
+    if (!wide)
+      return wide;
     SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(logits_.data(), deep.value(),
                                                  static_cast<size_t>(batch) * sizeof(float),
                                                  cudaMemcpyDeviceToDevice, stream)));
@@ -51,8 +54,8 @@ class device_wide_deep final : public device_network {
   cuda_status backward(const cublas_handle& blas, int batch, const float* params,
                        const float* dlogits, float* grads, float* pooled_grad) override {
     SATRAP_TRY(top_.backward(blas, batch, params + top_at_, dlogits, grads + top_at_, dz_.data()));
-    SATRAP_TRY(wide_.backward(blas, batch, params + wide_at_, dlogits, grads + wide_at_,
-                              dw_.data()));
+    SATRAP_TRY(
+      wide_.backward(blas, batch, params + wide_at_, dlogits, grads + wide_at_, dw_.data()));
     SATRAP_TRY(fields_.backward(blas, batch, params, dz_.data(), grads, pooled_grad));
     // The wide part's share of pooled_grad (its dense-feature share has no parameters to reach).
     return cuda_split_rows(blas.stream(), batch, dense_features_, nullptr, emb_, pooled_grad,

@@ -49,7 +49,8 @@ __global__ void relu_backward_bias_grad_kernel(int batch, int out, const float* 
   __syncthreads();
   if (threadIdx.y == 0 && c < out) {
     float sum = 0.0f;
-    for (int k = 0; k < 32; ++k) sum += partial[k][threadIdx.x];
+    for (int k = 0; k < 32; ++k)
+      sum += partial[k][threadIdx.x];
     db[c] = sum;
   }
 }
@@ -61,10 +62,12 @@ __device__ inline const float* vec(const float* xs, const float* es, int v, int 
 }
 
 // Index of pair (i, j), i < j, in the order (0,1),(0,2)..(0,n-1),(1,2)...
-__device__ inline int pair_index(int i, int j, int n) { return i * (2 * n - i - 1) / 2 + (j - i - 1); }
+__device__ inline int pair_index(int i, int j, int n) {
+  return i * (2 * n - i - 1) / 2 + (j - i - 1);
+}
 
-__global__ void interaction_forward_kernel(int batch, int slots, int dim, int width,
-                                           const float* x, const float* emb, float* out) {
+__global__ void interaction_forward_kernel(int batch, int slots, int dim, int width, const float* x,
+                                           const float* emb, float* out) {
   const int n = slots + 1;
   const size_t total = static_cast<size_t>(batch) * width;
   for (size_t idx = grid_index(); idx < total; idx += grid_stride()) {
@@ -85,7 +88,8 @@ __global__ void interaction_forward_kernel(int batch, int slots, int dim, int wi
     const float* a = vec(xs, es, i, dim);
     const float* b = vec(xs, es, j, dim);
     float acc = 0.0f;
-    for (int d = 0; d < dim; ++d) acc += a[d] * b[d];
+    for (int d = 0; d < dim; ++d)
+      acc += a[d] * b[d];
     out[idx] = acc;
   }
 }
@@ -107,7 +111,8 @@ __global__ void interaction_backward_kernel(int batch, int slots, int dim, int w
     const float* gd = g + dim;
     float acc = v == 0 ? g[d] : 0.0f;
     for (int u = 0; u < n; ++u) {
-      if (u == v) continue;
+      if (u == v)
+        continue;
       int p = u < v ? pair_index(u, v, n) : pair_index(v, u, n);
       acc += gd[p] * vec(xs, es, u, dim)[d];
     }
@@ -128,8 +133,10 @@ __global__ void pool_forward_kernel(bool mean, int bags, int dim, const uint32_t
     int d = static_cast<int>(idx % dim);
     uint32_t begin = offsets[b], end = offsets[b + 1];
     float acc = 0.0f;
-    for (uint32_t k = begin; k < end; ++k) acc += rows[static_cast<size_t>(inverse[k]) * dim + d];
-    if (mean && end > begin) acc *= 1.0f / static_cast<float>(end - begin);
+    for (uint32_t k = begin; k < end; ++k)
+      acc += rows[static_cast<size_t>(inverse[k]) * dim + d];
+    if (mean && end > begin)
+      acc *= 1.0f / static_cast<float>(end - begin);
     out[idx] = acc;
   }
 }
@@ -142,7 +149,8 @@ __global__ void pool_backward_kernel(bool mean, int bags, int dim, const uint32_
     size_t b = idx / dim;
     int d = static_cast<int>(idx % dim);
     uint32_t begin = offsets[b], end = offsets[b + 1];
-    if (end == begin) continue;
+    if (end == begin)
+      continue;
     float scale = mean ? 1.0f / static_cast<float>(end - begin) : 1.0f;
     float g = scale * grad_out[idx];
     for (uint32_t k = begin; k < end; ++k)
@@ -162,21 +170,25 @@ __global__ void bce_kernel(int batch, const float* logits, const float* labels, 
     double z = logits[i], y = labels[i];
     total += fmax(z, 0.0) - z * y + log1p(exp(-fabs(z)));
     double p = z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
-    if (dlogits != nullptr) dlogits[i] = static_cast<float>((p - y) * scale);
+    if (dlogits != nullptr)
+      dlogits[i] = static_cast<float>((p - y) * scale);
   }
   partial[threadIdx.x] = total;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (threadIdx.x < half)
+      partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *loss_sum = partial[0];
+  if (threadIdx.x == 0)
+    *loss_sum = partial[0];
 }
 
 // ---- optimizers ----
 
 __global__ void sgd_kernel(size_t n, float lr, float wd, float* w, const float* g) {
-  for (size_t i = grid_index(); i < n; i += grid_stride()) w[i] -= lr * (g[i] + wd * w[i]);
+  for (size_t i = grid_index(); i < n; i += grid_stride())
+    w[i] -= lr * (g[i] + wd * w[i]);
 }
 
 __global__ void adagrad_kernel(size_t n, float lr, float wd, float eps, float* w, const float* g,
@@ -214,7 +226,8 @@ __global__ void sparse_adagrad_kernel(int rows, int dim, const uint32_t* row_ids
     float a = acc[at] + ge * ge;
     acc[at] = a;
     w -= lr * ge / (sqrtf(a) + eps);
-    if (clip > 0.0f) w = fminf(fmaxf(w, -clip), clip);
+    if (clip > 0.0f)
+      w = fminf(fmaxf(w, -clip), clip);
     weights[at] = w;
   }
 }
@@ -226,14 +239,16 @@ __global__ void sparse_adagrad_kernel(int rows, int dim, const uint32_t* row_ids
 cuda_status cuda_bias_relu_forward(cudaStream_t stream, int batch, int out, const float* b,
                                    float* y, bool relu) {
   size_t n = static_cast<size_t>(batch) * out;
-  if (n == 0) return ok_t{};
+  if (n == 0)
+    return ok_t{};
   bias_relu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, out, b, y, relu);
   return SATRAP_LAUNCH_CHECK("bias_relu_forward_kernel");
 }
 
 cuda_status cuda_relu_backward_bias_grad(cudaStream_t stream, int batch, int out, const float* y,
                                          float* dy, float* db) {
-  if (out <= 0) return ok_t{};
+  if (out <= 0)
+    return ok_t{};
   dim3 block(32, 32);
   relu_backward_bias_grad_kernel<<<(out + 31) / 32, block, 0, stream>>>(batch, out, y, dy, db);
   return SATRAP_LAUNCH_CHECK("relu_backward_bias_grad_kernel");
@@ -243,9 +258,10 @@ cuda_status cuda_interaction_forward(cudaStream_t stream, int batch, int slots, 
                                      const float* x, const float* emb, float* out) {
   int n = slots + 1, width = dim + n * (n - 1) / 2;
   size_t total = static_cast<size_t>(batch) * width;
-  if (total == 0) return ok_t{};
+  if (total == 0)
+    return ok_t{};
   interaction_forward_kernel<<<blocks_for(total), kThreads, 0, stream>>>(batch, slots, dim, width,
-                                                                          x, emb, out);
+                                                                         x, emb, out);
   return SATRAP_LAUNCH_CHECK("interaction_forward_kernel");
 }
 
@@ -254,9 +270,10 @@ cuda_status cuda_interaction_backward(cudaStream_t stream, int batch, int slots,
                                       float* dx, float* demb) {
   int n = slots + 1, width = dim + n * (n - 1) / 2;
   size_t total = static_cast<size_t>(batch) * n * dim;
-  if (total == 0) return ok_t{};
-  interaction_backward_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      batch, slots, dim, width, x, emb, dout, dx, demb);
+  if (total == 0)
+    return ok_t{};
+  interaction_backward_kernel<<<blocks_for(total), kThreads, 0, stream>>>(batch, slots, dim, width,
+                                                                          x, emb, dout, dx, demb);
   return SATRAP_LAUNCH_CHECK("interaction_backward_kernel");
 }
 
@@ -264,9 +281,10 @@ cuda_status cuda_pool_forward(cudaStream_t stream, pooling mode, int bags, int d
                               const uint32_t* offsets, const uint32_t* inverse,
                               const float* unique_rows, float* out) {
   size_t total = static_cast<size_t>(bags) * dim;
-  if (total == 0) return ok_t{};
+  if (total == 0)
+    return ok_t{};
   pool_forward_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      mode == pooling::mean, bags, dim, offsets, inverse, unique_rows, out);
+    mode == pooling::mean, bags, dim, offsets, inverse, unique_rows, out);
   return SATRAP_LAUNCH_CHECK("pool_forward_kernel");
 }
 
@@ -274,9 +292,10 @@ cuda_status cuda_pool_backward(cudaStream_t stream, pooling mode, int bags, int 
                                const uint32_t* offsets, const uint32_t* inverse,
                                const float* grad_out, float* grad_unique) {
   size_t total = static_cast<size_t>(bags) * dim;
-  if (total == 0) return ok_t{};
+  if (total == 0)
+    return ok_t{};
   pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      mode == pooling::mean, bags, dim, offsets, inverse, grad_out, grad_unique);
+    mode == pooling::mean, bags, dim, offsets, inverse, grad_out, grad_unique);
   return SATRAP_LAUNCH_CHECK("pool_backward_kernel");
 }
 
@@ -290,7 +309,8 @@ cuda_status cuda_bce_with_logits(cudaStream_t stream, int batch, const float* lo
 cuda_status cuda_dense_optimizer_step(cudaStream_t stream, const dense_optimizer_options& o,
                                       int64_t step, size_t n, float* params, const float* grads,
                                       float* m, float* v) {
-  if (n == 0) return ok_t{};
+  if (n == 0)
+    return ok_t{};
   const float lr = o.learning_rate, wd = o.weight_decay, eps = o.eps;
   switch (o.kind) {
     case dense_optimizer_kind::sgd:
@@ -316,9 +336,10 @@ cuda_status cuda_sparse_adagrad_step(cudaStream_t stream, int rows, int dim,
                                      float weight_decay, float clip, float* weights, float* acc,
                                      const float* grads) {
   size_t total = static_cast<size_t>(rows) * dim;
-  if (total == 0) return ok_t{};
+  if (total == 0)
+    return ok_t{};
   sparse_adagrad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      rows, dim, row_ids, lr, eps, weight_decay, clip, weights, acc, grads);
+    rows, dim, row_ids, lr, eps, weight_decay, clip, weights, acc, grads);
   return SATRAP_LAUNCH_CHECK("sparse_adagrad_kernel");
 }
 

@@ -25,19 +25,19 @@ class mirrored_array {
 
   // Copies a newer host side to the device (asynchronous on `stream`).
   cuda_status upload(cudaStream_t stream) {
-    if (state_ != newer::host) return ok_t{};
-    SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(device_.data(), host_.data(),
-                                                 host_.size() * sizeof(float),
-                                                 cudaMemcpyHostToDevice, stream)));
+    if (state_ != newer::host)
+      return ok_t{};
+    SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(
+      device_.data(), host_.data(), host_.size() * sizeof(float), cudaMemcpyHostToDevice, stream)));
     state_ = newer::none;
     return ok_t{};
   }
   // Copies a newer device side to the host and waits for it.
   cuda_status download(cudaStream_t stream) {
-    if (state_ != newer::device) return ok_t{};
-    SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(host_.data(), device_.data(),
-                                                 host_.size() * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, stream)));
+    if (state_ != newer::device)
+      return ok_t{};
+    SATRAP_TRY(SATRAP_CUDA_CHECK(cudaMemcpyAsync(
+      host_.data(), device_.data(), host_.size() * sizeof(float), cudaMemcpyDeviceToHost, stream)));
     SATRAP_TRY(SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)));
     state_ = newer::none;
     return ok_t{};

@@ -29,7 +29,7 @@ class nccl_comm {
   static result<std::vector<uint8_t>> make_unique_id();
   // Joins the communicator of `id` as `rank` of `nranks` on CUDA device `device`.
   static result<std::unique_ptr<nccl_comm>> init_rank(std::span<const uint8_t> id, int nranks,
-                                                     int rank, int device, bool blocking = true);
+                                                      int rank, int device, bool blocking = true);
 
   nccl_comm(const nccl_comm&) = delete;
   nccl_comm& operator=(const nccl_comm&) = delete;

@@ -42,7 +42,8 @@ class staging_ring {
   bool has(int64_t key) const { return find(key).has_value(); }
   int free_slots() const {
     int n = 0;
-    for (auto& s : slots_) n += s.state == slot_state::free ? 1 : 0;
+    for (auto& s : slots_)
+      n += s.state == slot_state::free ? 1 : 0;
     return n;
   }
   bool computing() const { return computing_ >= 0; }
@@ -74,7 +75,8 @@ class staging_ring {
   }
   // Frees the staged slot of `key`, if any (its upload failed).
   void drop(int64_t key) {
-    if (auto slot = find(key)) slots_[static_cast<size_t>(*slot)] = {};
+    if (auto slot = find(key))
+      slots_[static_cast<size_t>(*slot)] = {};
   }
   // Frees the staged slots whose key is below `key`; returns how many.
   int drop_before(int64_t key) {
@@ -88,7 +90,8 @@ class staging_ring {
   }
   // Frees every slot (the caller has waited for the streams or given up on them).
   void clear() {
-    for (auto& s : slots_) s = {};
+    for (auto& s : slots_)
+      s = {};
     computing_ = -1;
   }
 

@@ -10,15 +10,16 @@ namespace satrap {
 // One mini-batch. Ids are multi-hot bags, sample-major: bag b = sample*slots + slot holds
 // ids[offsets[b] .. offsets[b+1]). offsets.size() == size*slots + 1.
 struct batch {
-  int64_t index = 0;          // batch number within its split
-  int size = 0;               // samples
+  int64_t index = 0;  // batch number within its split
+  int size = 0;       // samples
   int slots = 0;
   int dense_features = 0;
   std::vector<uint32_t> offsets;
   std::vector<uint64_t> ids;  // 64-bit ids, already hashed into their slot's id space
   std::vector<float> dense;   // size x dense_features, row-major
   std::vector<float> labels;  // size, 0 or 1
-  std::vector<float> probs;   // size, the teacher's true click probability (synthetic data only; else empty)
+  std::vector<float>
+    probs;  // size, the teacher's true click probability (synthetic data only; else empty)
 };
 
 // A strong 64-bit mix of (slot, value): the id a raw feature value has in its slot's id space.

@@ -29,8 +29,7 @@ result<cache_lock::outcome> cache_lock::acquire(const std::string& dir, mode m, 
   }
   int op = (m == mode::shared ? LOCK_SH : LOCK_EX) | (wait ? 0 : LOCK_NB);
   int rc;
-  while ((rc = ::flock(fd, op)) != 0 && errno == EINTR) {
-  }
+  while ((rc = ::flock(fd, op)) != 0 && errno == EINTR) {}
   if (rc != 0) {
     int e = errno;
     ::close(fd);
@@ -57,7 +56,8 @@ bool cache_lock::downgrade() {
 bool cache_lock::still_linked() const {
   if (fd_ < 0)
     return true;
-  struct stat held {}, named {};
+  struct stat held {
+  }, named{};
   if (::fstat(fd_, &held) != 0 || ::stat(path_.c_str(), &named) != 0)
     return false;
   return held.st_dev == named.st_dev && held.st_ino == named.st_ino;

@@ -37,7 +37,7 @@ class cache_lock {
  private:
   cache_lock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   bool still_linked() const;  // the path still names the file this lock is on
-  int fd_;  // -1: a read-only folder without a lock file (nothing to exclude)
+  int fd_;                    // -1: a read-only folder without a lock file (nothing to exclude)
   std::string path_;
 };
 

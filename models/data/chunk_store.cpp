@@ -234,7 +234,8 @@ chunk_store::~chunk_store() {
 
 void chunk_store::append_sample(int64_t i, batch& b) const {
   SATRAP_ASSERT(i >= 0 && i < samples());
-  auto k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin() - 1);
+  auto k =
+    static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin() - 1);
   const auto& c = chunks_[k];
   auto row = static_cast<size_t>(i - starts_[k]);
   auto slots = static_cast<size_t>(this->slots());

@@ -37,7 +37,7 @@ class chunk_builder {
 };
 
 struct manifest_chunk {
-  std::string file;      // relative to the cache folder
+  std::string file;  // relative to the cache folder
   uint32_t samples = 0;
 };
 

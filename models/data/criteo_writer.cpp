@@ -67,9 +67,12 @@ result<ok_t> write_file(const std::string& path, const synthetic_generator& g, d
   for (int64_t n = first; n < first + count && ok;) {
     auto k = n / batch_size;
     auto b = g.make_batch(split, k, batch_size);
-    for (auto i = static_cast<int>(n - k * batch_size); i < batch_size && n < first + count; ++i, ++n) {
-      format_line(b, i, o.seed * 0x9e3779b97f4a7c15ULL + (split == data_split::test), o.missing, line);
-      if (gzwrite(f, line.data(), static_cast<unsigned>(line.size())) != static_cast<int>(line.size())) {
+    for (auto i = static_cast<int>(n - k * batch_size); i < batch_size && n < first + count;
+         ++i, ++n) {
+      format_line(b, i, o.seed * 0x9e3779b97f4a7c15ULL + (split == data_split::test), o.missing,
+                  line);
+      if (gzwrite(f, line.data(), static_cast<unsigned>(line.size()))
+          != static_cast<int>(line.size())) {
         ok = false;
         break;
       }

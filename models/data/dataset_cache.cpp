@@ -47,7 +47,9 @@ std::string options_key(const dataset_convert_options& o) {
     ::stat(f.c_str(), &st);
     key.append("\n").append(fs::absolute(f).lexically_normal().string());
     key.append(" ").append(std::to_string(st.st_size)).append(" ");
-    key.append(std::to_string(st.st_mtim.tv_sec)).append(".").append(std::to_string(st.st_mtim.tv_nsec));
+    key.append(std::to_string(st.st_mtim.tv_sec))
+      .append(".")
+      .append(std::to_string(st.st_mtim.tv_nsec));
   }
   return key;
 }
@@ -95,10 +97,10 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     ++r.stats.lines;
     if (blank(line))
       continue;
-    auto err = in.truncated()
-                 ? std::optional<parse_error>(parse_error{1, "line_too_long", "a line of at most "
-                                                   + std::to_string(text_line_bytes_max) + " bytes"})
-                 : parse_text_line(line, o.format, sample);
+    auto err =
+      in.truncated() ? std::optional<parse_error>(parse_error{
+        1, "line_too_long", "a line of at most " + std::to_string(text_line_bytes_max) + " bytes"})
+                     : parse_text_line(line, o.format, sample);
     if (err) {
       if (o.on_error == on_error_policy::fail) {
         r.error = make_input_error(where(path, in.line_number(), err->column) + ": " + err->reason
@@ -114,8 +116,8 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
       flush();
   }
   if (!r.error && !in.error().empty())  // a damaged gzip stream or a truncated file
-    r.error = make_input_error(path + ":" + std::to_string(in.line_number() + 1) + ":1: read_error: "
-                               + in.error());
+    r.error = make_input_error(path + ":" + std::to_string(in.line_number() + 1)
+                               + ":1: read_error: " + in.error());
   if (!r.error && chunk.samples() > 0)
     flush();
   r.stats.text_bytes = in.bytes();
@@ -132,7 +134,8 @@ void merge(dataset_stats& into, const dataset_stats& from) {
 
 // Converts every file with `workers` threads. An error stops every worker; of the errors found,
 // the one of the earliest file is reported.
-result<ok_t> convert_all(const dataset_convert_options& o, const std::string& dir, dataset_manifest& m) {
+result<ok_t> convert_all(const dataset_convert_options& o, const std::string& dir,
+                         dataset_manifest& m) {
   std::vector<file_result> results(o.files.size());
   std::atomic<bool> stop{false};
   auto work = [&](size_t first) {
@@ -180,7 +183,8 @@ result<ok_t> convert_into(const dataset_convert_options& o, const std::string& d
   auto start = o.environment->steady_now();
   if (auto converted = convert_all(o, dir, m); !converted)
     return converted.failure();
-  m.stats.parse_seconds = std::chrono::duration<double>(o.environment->steady_now() - start).count();
+  m.stats.parse_seconds =
+    std::chrono::duration<double>(o.environment->steady_now() - start).count();
   if (auto written = manifest_write(dir, m); !written)
     return written.failure();
   out.dir = dir;
@@ -304,7 +308,8 @@ result<std::vector<std::string>> expand_data_files(const std::vector<std::string
     int rc = ::glob(text.c_str(), 0, nullptr, &g);
     if (rc != 0 || g.gl_pathc == 0) {
       ::globfree(&g);
-      return make_input_error(text + ": no such data file" + (p != text ? " (from '" + p + "')" : ""));
+      return make_input_error(text + ": no such data file"
+                              + (p != text ? " (from '" + p + "')" : ""));
     }
     for (size_t i = 0; i < g.gl_pathc; ++i) {  // glob sorts its matches
       // Only regular files: /dev/zero or a FIFO has no end (it once spun forever), a folder no lines.

@@ -27,29 +27,29 @@ namespace satrap {
 enum class on_error_policy { fail, skip };
 
 struct dataset_convert_options {
-  text_format_options format;                  // line layout and slot mapping
-  std::vector<std::string> files;              // the data set, in order (globs already expanded)
+  text_format_options format;      // line layout and slot mapping
+  std::vector<std::string> files;  // the data set, in order (globs already expanded)
   on_error_policy on_error = on_error_policy::fail;  // what a bad line does
-  uint32_t chunk_samples = 65536;              // samples per chunk file (the last of a file fewer)
-  int workers = 1;                             // conversion threads (files are dealt round-robin)
-  std::string cache_root;                      // folder of the caches (created when missing)
-  uint64_t cache_max_bytes = 0;                // cap of cache_root: see dataset_cache_trim; 0: none
-  env* environment = &default_env();           // the clock of stats.parse_seconds
+  uint32_t chunk_samples = 65536;     // samples per chunk file (the last of a file fewer)
+  int workers = 1;                    // conversion threads (files are dealt round-robin)
+  std::string cache_root;             // folder of the caches (created when missing)
+  uint64_t cache_max_bytes = 0;       // cap of cache_root: see dataset_cache_trim; 0: none
+  env* environment = &default_env();  // the clock of stats.parse_seconds
 };
 
 struct dataset_stats {
-  uint64_t samples = 0;                        // samples kept
-  uint64_t lines = 0;                          // lines read, blank ones included
-  std::map<std::string, uint64_t> skipped;     // lines dropped under on_error skip, by reason
-  double parse_seconds = 0.0;                  // wall time of the text conversion
-  uint64_t text_bytes = 0;                     // uncompressed text bytes parsed
+  uint64_t samples = 0;                     // samples kept
+  uint64_t lines = 0;                       // lines read, blank ones included
+  std::map<std::string, uint64_t> skipped;  // lines dropped under on_error skip, by reason
+  double parse_seconds = 0.0;               // wall time of the text conversion
+  uint64_t text_bytes = 0;                  // uncompressed text bytes parsed
 };
 
 struct cached_dataset {
-  std::string dir;        // the cache folder (holds manifest.bin)
-  dataset_stats stats;    // of the conversion (read back from the manifest when reused)
-  bool reused = false;    // true when a matching cache was found
-  int trimmed = 0;        // other data sets deleted for the cache's size cap
+  std::string dir;                   // the cache folder (holds manifest.bin)
+  dataset_stats stats;               // of the conversion (read back from the manifest when reused)
+  bool reused = false;               // true when a matching cache was found
+  int trimmed = 0;                   // other data sets deleted for the cache's size cap
   std::shared_ptr<cache_lock> hold;  // the data set's lock, shared: keep it until the data set is
                                      // opened (chunk_store takes its own), so nothing deletes it
 };

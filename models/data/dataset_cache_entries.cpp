@@ -96,8 +96,7 @@ result<dataset_cache_listing> dataset_cache_list(const std::string& root) {
   }
   if (ec)
     return make_model_error(root + ": cannot read: " + ec.message());
-  std::sort(out.entries.begin(), out.entries.end(),
-            [](auto& a, auto& b) { return a.dir < b.dir; });
+  std::sort(out.entries.begin(), out.entries.end(), [](auto& a, auto& b) { return a.dir < b.dir; });
   return out;
 }
 

@@ -16,13 +16,13 @@
 namespace satrap {
 
 struct dataset_cache_entry {
-  std::string dir;          // the data set's folder
-  bool complete = false;    // has its manifest; false: a conversion running or abandoned
-  uint64_t bytes = 0;       // of every file in the folder
-  uint64_t samples = 0;     // complete ones: samples kept
-  std::string files;        // complete ones: its first data file, "(+N more)"
-  int64_t idle_s = 0;       // seconds since it was last used (manifest or folder time)
-  bool in_use = false;      // a job (or a conversion) holds its lock now
+  std::string dir;        // the data set's folder
+  bool complete = false;  // has its manifest; false: a conversion running or abandoned
+  uint64_t bytes = 0;     // of every file in the folder
+  uint64_t samples = 0;   // complete ones: samples kept
+  std::string files;      // complete ones: its first data file, "(+N more)"
+  int64_t idle_s = 0;     // seconds since it was last used (manifest or folder time)
+  bool in_use = false;    // a job (or a conversion) holds its lock now
 };
 
 struct dataset_cache_listing {

@@ -33,7 +33,8 @@ result<ok_t> check_crosses(const feature_crosses& crosses, int slots, const char
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       return make_input_error(where + ": expected distinct slots (a slot crossed with itself)");
     if (std::find(seen.begin(), seen.end(), sorted) != seen.end())
-      return make_input_error(where + ": expected each set of slots crossed once (a duplicate cross)");
+      return make_input_error(where
+                              + ": expected each set of slots crossed once (a duplicate cross)");
     seen.push_back(std::move(sorted));
   }
   return ok_t{};
@@ -46,8 +47,8 @@ uint64_t cross_id(int slots, int index, std::span<const uint64_t> ids) {
   return slot_id_hash(slots + index, h);
 }
 
-void add_crosses(const feature_crosses& crosses, int size, int slots, std::vector<uint32_t>& offsets,
-                 std::vector<uint64_t>& ids) {
+void add_crosses(const feature_crosses& crosses, int size, int slots,
+                 std::vector<uint32_t>& offsets, std::vector<uint64_t>& ids) {
   if (crosses.empty())
     return;
   const auto n = static_cast<size_t>(slots);
@@ -57,8 +58,8 @@ void add_crosses(const feature_crosses& crosses, int size, int slots, std::vecto
   out_offsets.reserve(static_cast<size_t>(size) * total + 1);
   out_ids.reserve(ids.size() + static_cast<size_t>(size) * crosses.size());
   out_offsets.push_back(0);
-  std::vector<size_t> at;          // the combination: an index into each crossed bag
-  std::vector<uint64_t> combo;     // its ids
+  std::vector<size_t> at;       // the combination: an index into each crossed bag
+  std::vector<uint64_t> combo;  // its ids
   for (size_t i = 0; i < static_cast<size_t>(size); ++i) {
     const auto bag = [&](int s) { return i * n + static_cast<size_t>(s); };
     for (size_t s = 0; s < n; ++s) {

@@ -35,7 +35,8 @@ inline constexpr size_t crosses_max = 1024;    // crosses per job at most
 
 // An error (bad input) unless every cross names 2 or more distinct slots in [0, slots), and no
 // two crosses name the same set of slots. `key` names the setting in messages.
-result<ok_t> check_crosses(const feature_crosses& crosses, int slots, const char* key = "data.crosses");
+result<ok_t> check_crosses(const feature_crosses& crosses, int slots,
+                           const char* key = "data.crosses");
 
 // One cross as text, "[0, 1]" (messages, the job spec's printout).
 std::string cross_text(const std::vector<int>& cross);
@@ -47,8 +48,8 @@ uint64_t cross_id(int slots, int index, std::span<const uint64_t> ids);
 // Appends the cross bags to sample-major bags of `slots` slots: `offsets` (size*slots + 1) and
 // `ids` become the layout of `slots + crosses.size()` slots. The crosses must be checked
 // (check_crosses) against `slots`.
-void add_crosses(const feature_crosses& crosses, int size, int slots, std::vector<uint32_t>& offsets,
-                 std::vector<uint64_t>& ids);
+void add_crosses(const feature_crosses& crosses, int size, int slots,
+                 std::vector<uint32_t>& offsets, std::vector<uint64_t>& ids);
 
 // A batch source with the crosses added to every batch of every split.
 class crossed_source final : public batch_source {

@@ -43,7 +43,8 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
     src->valid_ = std::move(valid.value());
     if (src->valid_->slots() != src->train_->slots()
         || src->valid_->dense_features() != src->train_->dense_features())
-      return make_model_error("the validation files' samples differ in shape from the training files'");
+      return make_model_error(
+        "the validation files' samples differ in shape from the training files'");
     src->valid_view_ = {src->valid_.get(), 0, src->valid_->samples()};
     if (src->valid_view_.count <= 0)
       return make_model_error("the validation split has no samples (check data.validation_files)");
@@ -55,7 +56,9 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
     src->valid_before_.assign(words + 1, 0);
     const auto threshold = static_cast<uint64_t>(options.validation_fraction * 9007199254740992.0);
     for (int64_t r = 0; r < n; ++r) {
-      auto h = mix64(mix64(options.seed + 0x7a11da7e) ^ static_cast<uint64_t>(src->train_view_.first + r)) >> 11;
+      auto h =
+        mix64(mix64(options.seed + 0x7a11da7e) ^ static_cast<uint64_t>(src->train_view_.first + r))
+        >> 11;
       if (h < threshold)
         src->valid_bits_[static_cast<size_t>(r / 64)] |= uint64_t{1} << (r % 64);
     }
@@ -65,13 +68,15 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
     src->valid_view_ = {src->train_view_.store, src->train_view_.first, v};
     src->train_view_.count = n - v;
     if (v <= 0)
-      return make_model_error("data.validation_fraction " + std::to_string(options.validation_fraction)
+      return make_model_error("data.validation_fraction "
+                              + std::to_string(options.validation_fraction)
                               + " leaves no validation row of " + std::to_string(n) + ": raise it");
   }
   if (src->train_view_.count <= 0 || src->test_view_.count <= 0)
-    return make_model_error("the " + std::string(src->train_view_.count <= 0 ? "training" : "test")
-                            + " split has no samples (" + std::to_string(total)
-                            + " samples read; check the files, data.test_fraction and data.on_error)");
+    return make_model_error(
+      "the " + std::string(src->train_view_.count <= 0 ? "training" : "test")
+      + " split has no samples (" + std::to_string(total)
+      + " samples read; check the files, data.test_fraction and data.on_error)");
   return src;
 }
 
@@ -140,12 +145,14 @@ void file_source::append_train(int64_t first, int64_t last, batch& b) const {
     if (options_.shuffle) {
       if (epoch != order.epoch || w != order.window) {
         auto key = mix64(options_.seed ^ mix64(static_cast<uint64_t>(epoch) + 0x5eed));
-        auto target = w < full ? static_cast<int64_t>(index_permutation(static_cast<uint64_t>(full), key)
-                                                        .at(static_cast<uint64_t>(w)))
-                               : w;
+        auto target =
+          w < full ? static_cast<int64_t>(
+            index_permutation(static_cast<uint64_t>(full), key).at(static_cast<uint64_t>(w)))
+                   : w;
         auto size = w < full ? window : n - full * window;
         order = {epoch, w, target * window, {}};
-        order.within.emplace(static_cast<uint64_t>(size), mix64(key ^ static_cast<uint64_t>(target)));
+        order.within.emplace(static_cast<uint64_t>(size),
+                             mix64(key ^ static_cast<uint64_t>(target)));
       }
       i = order.base + static_cast<int64_t>(order.within->at(static_cast<uint64_t>(offset)));
     }
@@ -157,8 +164,8 @@ void file_source::append_train(int64_t first, int64_t last, batch& b) const {
 
 batch file_source::make_batch(data_split split, int64_t index, int batch_size) const {
   const auto& view = split == data_split::train  ? train_view_
-                    : split == data_split::test ? test_view_
-                                                : valid_view_;
+                     : split == data_split::test ? test_view_
+                                                 : valid_view_;
   int64_t first = index * batch_size;
   int64_t last = first + batch_size;
   if (split != data_split::train)

@@ -26,12 +26,13 @@
 namespace satrap {
 
 struct file_source_options {
-  bool shuffle = true;                // reshuffle the training split every epoch
-  int64_t shuffle_window = 1 << 14;   // samples per shuffle window (>= 1); small enough to stay in cache
-  uint64_t seed = 1;                  // shuffle seed
-  double test_fraction = 0.1;         // without a test cache: the tail of the training data held out
-  double validation_fraction = 0.0;   // without a validation cache: rows of the training split held
-                                      // out for validation, chosen by a hash of (row, seed)
+  bool shuffle = true;  // reshuffle the training split every epoch
+  int64_t shuffle_window =
+    1 << 14;                   // samples per shuffle window (>= 1); small enough to stay in cache
+  uint64_t seed = 1;           // shuffle seed
+  double test_fraction = 0.1;  // without a test cache: the tail of the training data held out
+  double validation_fraction = 0.0;  // without a validation cache: rows of the training split held
+                                     // out for validation, chosen by a hash of (row, seed)
 };
 
 class file_source final : public batch_source {
@@ -73,9 +74,9 @@ class file_source final : public batch_source {
   file_source_options options_;
   std::unique_ptr<chunk_store> train_, test_, valid_;
   split_view train_view_, test_view_, valid_view_;
-  int64_t carved_rows_ = 0;             // rows of train_view_ before the validation is carved out
-  std::vector<uint64_t> valid_bits_;    // validation_fraction: bit r%64 of word r/64: row r validates
-  std::vector<int64_t> valid_before_;   // validation rows before each word
+  int64_t carved_rows_ = 0;           // rows of train_view_ before the validation is carved out
+  std::vector<uint64_t> valid_bits_;  // validation_fraction: bit r%64 of word r/64: row r validates
+  std::vector<int64_t> valid_before_;  // validation rows before each word
 };
 
 }  // namespace satrap

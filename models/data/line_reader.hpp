@@ -33,9 +33,9 @@ class line_reader {
   bool fill();
 
   void* file_ = nullptr;  // gzFile
-  std::string buffer_;     // read buffer
+  std::string buffer_;    // read buffer
   size_t begin_ = 0, end_ = 0;
-  std::string line_;       // a line that spans buffer refills
+  std::string line_;  // a line that spans buffer refills
   int64_t line_number_ = 0;
   bool truncated_ = false;
   bool eof_ = false;

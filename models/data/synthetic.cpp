@@ -27,7 +27,8 @@ inline double helper1(double x) {  // log1p(x)/x
   return std::abs(x) > 1e-8 ? std::log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
 }
 inline double helper2(double x) {  // expm1(x)/x
-  return std::abs(x) > 1e-8 ? std::expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
+  return std::abs(x) > 1e-8 ? std::expm1(x) / x
+                            : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
 }
 
 struct zipf_math {
@@ -39,7 +40,8 @@ struct zipf_math {
   }
   double h_integral_inverse(double x) const {
     double t = x * (1.0 - q);
-    if (t < -1.0) t = -1.0;
+    if (t < -1.0)
+      t = -1.0;
     return std::exp(helper1(t) * x);
   }
 };
@@ -48,17 +50,19 @@ struct zipf_math {
 
 synthetic_generator::synthetic_generator(const synthetic_options& options) : options_(options) {
   SATRAP_ASSERT(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
-  SATRAP_ASSERT(options.ids_per_sample > 0 && options.dense_features >= 0 && options.teacher_latent_dim > 0);
+  SATRAP_ASSERT(options.ids_per_sample > 0 && options.dense_features >= 0
+                && options.teacher_latent_dim > 0);
   zipf_math z{options.zipf_exponent};
   h_integral_x1_ = z.h_integral(1.5) - 1.0;
   h_integral_n_ = z.h_integral(static_cast<double>(options.vocab) + 0.5);
   s_ = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
   double slots = options.slots, pairs = slots * (slots - 1.0) / 2.0;
   id_scale_ = options.teacher_id_std / std::sqrt(slots);
-  pair_scale_ = pairs > 0 ? options.teacher_pair_std / std::sqrt(pairs * options.teacher_latent_dim) : 0.0;
+  pair_scale_ =
+    pairs > 0 ? options.teacher_pair_std / std::sqrt(pairs * options.teacher_latent_dim) : 0.0;
   dense_scale_ = options.dense_features > 0
-                     ? options.teacher_dense_std / std::sqrt(double(options.dense_features))
-                     : 0.0;
+                   ? options.teacher_dense_std / std::sqrt(double(options.dense_features))
+                   : 0.0;
 }
 
 uint64_t synthetic_generator::sample_rank(uint64_t& rng) const {
@@ -68,9 +72,12 @@ uint64_t synthetic_generator::sample_rank(uint64_t& rng) const {
     double u = h_integral_n_ + next_unit(rng) * (h_integral_x1_ - h_integral_n_);
     double x = z.h_integral_inverse(u);
     double k = std::floor(x + 0.5);
-    if (k < 1.0) k = 1.0;
-    if (k > n) k = n;
-    if (k - x <= s_ || u >= z.h_integral(k + 0.5) - z.h(k)) return static_cast<uint64_t>(k);
+    if (k < 1.0)
+      k = 1.0;
+    if (k > n)
+      k = n;
+    if (k - x <= s_ || u >= z.h_integral(k + 0.5) - z.h(k))
+      return static_cast<uint64_t>(k);
   }
 }
 
@@ -86,7 +93,8 @@ void synthetic_generator::id_latent(uint64_t id, double* out) const {
 
 batch synthetic_generator::make_batch(data_split split, int64_t index, int batch_size) const {
   SATRAP_ASSERT(index >= 0 && batch_size > 0);
-  const int slots = options_.slots, per = options_.ids_per_sample, features = options_.dense_features;
+  const int slots = options_.slots, per = options_.ids_per_sample,
+            features = options_.dense_features;
   const int latent = options_.teacher_latent_dim;
   batch b;
   b.index = index;
@@ -98,16 +106,20 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
   b.dense.resize(static_cast<size_t>(batch_size) * features);
   b.labels.resize(batch_size);
   b.probs.resize(batch_size);
-  for (size_t k = 0; k < b.offsets.size(); ++k) b.offsets[k] = static_cast<uint32_t>(k * per);
+  for (size_t k = 0; k < b.offsets.size(); ++k)
+    b.offsets[k] = static_cast<uint32_t>(k * per);
 
-  const uint64_t stream = mix64(options_.seed * golden + (split == data_split::train  ? 0x51ed27
-                                                                   : split == data_split::test ? 0x7e57
-                                                                                               : 0x7a11d));
+  const uint64_t stream = mix64(options_.seed * golden
+                                + (split == data_split::train  ? 0x51ed27
+                                   : split == data_split::test ? 0x7e57
+                                                               : 0x7a11d));
   std::vector<uint64_t> slot_salt(slots);
-  for (int s = 0; s < slots; ++s) slot_salt[s] = mix64(options_.seed ^ mix64(s + 0x3c6ef372fe94f82bULL));
+  for (int s = 0; s < slots; ++s)
+    slot_salt[s] = mix64(options_.seed ^ mix64(s + 0x3c6ef372fe94f82bULL));
   std::vector<double> u(static_cast<size_t>(slots) * latent);
   std::vector<double> beta(features);
-  for (int f = 0; f < features; ++f) beta[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0xbb67ae85ULL)));
+  for (int f = 0; f < features; ++f)
+    beta[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0xbb67ae85ULL)));
 
   for (int i = 0; i < batch_size; ++i) {
     uint64_t rng = mix64(stream ^ static_cast<uint64_t>(index * batch_size + i));
@@ -123,7 +135,8 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
         b.ids[(static_cast<size_t>(i) * slots + s) * per + j] = id;
         first += id_effect(id) / per;
         id_latent(id, latent_buf);
-        for (int k = 0; k < latent; ++k) us[k] += latent_buf[k] / per;
+        for (int k = 0; k < latent; ++k)
+          us[k] += latent_buf[k] / per;
       }
     }
     logit += id_scale_ * first;
@@ -141,18 +154,22 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
           self += x * x;
         }
       double all = 0.0;
-      for (int k = 0; k < latent; ++k) all += total[k] * total[k];
+      for (int k = 0; k < latent; ++k)
+        all += total[k] * total[k];
       pair = 0.5 * (all - self);
     }
     logit += pair_scale_ * pair;
     float* dense = b.dense.data() + static_cast<size_t>(i) * features;
     for (int f = 0; f < features; f += 2) {  // Box-Muller, two normals per pair of uniforms
-      double r = std::sqrt(-2.0 * std::log(next_unit(rng))), a = 2.0 * std::numbers::pi * next_unit(rng);
+      double r = std::sqrt(-2.0 * std::log(next_unit(rng))),
+             a = 2.0 * std::numbers::pi * next_unit(rng);
       dense[f] = static_cast<float>(r * std::cos(a));
-      if (f + 1 < features) dense[f + 1] = static_cast<float>(r * std::sin(a));
+      if (f + 1 < features)
+        dense[f + 1] = static_cast<float>(r * std::sin(a));
     }
     double d = 0.0;
-    for (int f = 0; f < features; ++f) d += beta[f] * dense[f];
+    for (int f = 0; f < features; ++f)
+      d += beta[f] * dense[f];
     logit += dense_scale_ * d;
     double p = 1.0 / (1.0 + std::exp(-logit));
     b.probs[i] = static_cast<float>(p);

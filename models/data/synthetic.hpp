@@ -11,15 +11,16 @@ namespace satrap {
 
 // What the data looks like and how the teacher labels it.
 struct synthetic_options {
-  int slots = 8;                   // sparse feature slots per sample
-  uint64_t vocab = 100000;         // distinct ids per slot (may be huge: nothing is stored per id)
-  double zipf_exponent = 1.4;      // id popularity: P(rank r) ~ r^-exponent (> 0)
-  int ids_per_sample = 1;          // ids per slot per sample (bag size; duplicates possible)
-  int dense_features = 13;         // dense features per sample, each N(0,1)
-  uint64_t seed = 42;              // everything (ids, teacher, labels) follows from this
+  int slots = 8;               // sparse feature slots per sample
+  uint64_t vocab = 100000;     // distinct ids per slot (may be huge: nothing is stored per id)
+  double zipf_exponent = 1.4;  // id popularity: P(rank r) ~ r^-exponent (> 0)
+  int ids_per_sample = 1;      // ids per slot per sample (bag size; duplicates possible)
+  int dense_features = 13;     // dense features per sample, each N(0,1)
+  uint64_t seed = 42;          // everything (ids, teacher, labels) follows from this
   // Teacher: logit = bias + first-order id effects + pairwise slot interactions + dense effects.
-  double teacher_bias = -1.0;      // base logit (sets the click rate)
-  double teacher_id_std = 1.15;    // std of the summed per-id effects (mean over a bag, summed over slots)
+  double teacher_bias = -1.0;  // base logit (sets the click rate)
+  double teacher_id_std =
+    1.15;  // std of the summed per-id effects (mean over a bag, summed over slots)
   int teacher_latent_dim = 4;      // size of the teacher's per-id latent vectors
   double teacher_pair_std = 0.3;   // std of the summed pairwise dot products across slots
   double teacher_dense_std = 0.9;  // std of the linear dense-feature effect

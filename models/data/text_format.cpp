@@ -96,12 +96,12 @@ std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, t
       return e;
     int slot = position++;
     if (!o.field_starts.empty()) {
-      auto it = std::upper_bound(o.field_starts.begin(), o.field_starts.end(),
-                                 static_cast<int64_t>(idx));
+      auto it =
+        std::upper_bound(o.field_starts.begin(), o.field_starts.end(), static_cast<int64_t>(idx));
       if (it == o.field_starts.begin())
-        return error_at(line, token.data(), "index_out_of_range",
-                        "a feature index >= the first field start " +
-                          std::to_string(o.field_starts.front()));
+        return error_at(
+          line, token.data(), "index_out_of_range",
+          "a feature index >= the first field start " + std::to_string(o.field_starts.front()));
       slot = static_cast<int>(it - o.field_starts.begin()) - 1;
     } else if (slot >= slots) {
       return error_at(line, token.data(), "too_many_features",
@@ -168,8 +168,8 @@ std::optional<parse_error> parse_criteo_field(sv line, sv field, int index, text
     if (field.size() > 16 || field[0] == '-' || field[0] == '+' || ec != std::errc{}
         || p != field.data() + field.size())
       return error_at(line, field.data(), "bad_category",
-                      "a hexadecimal category of 1 to 16 digits in field " +
-                        std::to_string(index + 1) + " (or nothing)");
+                      "a hexadecimal category of 1 to 16 digits in field "
+                        + std::to_string(index + 1) + " (or nothing)");
     out.features.emplace_back(slot, slot_id_hash(slot, v));
   }
   return std::nullopt;
@@ -202,7 +202,8 @@ std::optional<parse_error> parse_criteo(sv line, text_sample& out) {
 int text_format_slots(const text_format_options& o) {
   switch (o.format) {
     case text_format::criteo: return criteo_categories;
-    case text_format::libsvm: return o.field_starts.empty() ? o.slots : static_cast<int>(o.field_starts.size());
+    case text_format::libsvm:
+      return o.field_starts.empty() ? o.slots : static_cast<int>(o.field_starts.size());
     case text_format::libffm: return o.slots;
   }
   return 0;
@@ -231,9 +232,7 @@ result<ok_t> text_format_check(const text_format_options& o) {
   return ok_t{};
 }
 
-uint64_t missing_id(int slot) {
-  return slot_id_hash(-1 - slot, 0x6d697373696e67ULL);
-}
+uint64_t missing_id(int slot) { return slot_id_hash(-1 - slot, 0x6d697373696e67ULL); }
 
 std::optional<parse_error> parse_text_line(sv line, const text_format_options& options,
                                            text_sample& out) {

@@ -30,8 +30,10 @@ enum class text_format { criteo, libsvm, libffm };
 
 struct text_format_options {
   text_format format = text_format::libsvm;  // how a line is laid out
-  int slots = 0;                       // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
-  std::vector<int64_t> field_starts;   // libsvm: first feature id of each slot, ascending; empty: by position
+  int slots =
+    0;  // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
+  std::vector<int64_t>
+    field_starts;  // libsvm: first feature id of each slot, ascending; empty: by position
 };
 
 constexpr int criteo_dense_features = 13;
@@ -48,15 +50,15 @@ result<ok_t> text_format_check(const text_format_options& options);
 
 // One parsed sample.
 struct text_sample {
-  float label = 0.0f;                               // 0 or 1
-  std::vector<std::pair<int, uint64_t>> features;   // (slot, id hashed into the slot's id space)
-  std::vector<float> dense;                         // text_format_dense_features values
+  float label = 0.0f;                              // 0 or 1
+  std::vector<std::pair<int, uint64_t>> features;  // (slot, id hashed into the slot's id space)
+  std::vector<float> dense;                        // text_format_dense_features values
 };
 
 struct parse_error {
-  int column = 1;            // 1-based byte column where the problem starts
-  const char* reason = "";   // short fixed name, e.g. bad_label
-  std::string expected;      // what was expected there
+  int column = 1;           // 1-based byte column where the problem starts
+  const char* reason = "";  // short fixed name, e.g. bad_label
+  std::string expected;     // what was expected there
 };
 
 // Parses one line (without its '\n'). On success returns nothing and fills `out`.

@@ -11,9 +11,11 @@ namespace satrap {
 batch_split_model::batch_split_model(const dense_model_config& config, uint64_t seed, int threads)
     : config_(config) {
   SATRAP_ASSERT(threads >= 1, "threads={}", threads);
-  for (int p = 0; p < threads; ++p) replicas_.push_back(make_dense_model(config, seed + static_cast<uint64_t>(p)));
+  for (int p = 0; p < threads; ++p)
+    replicas_.push_back(make_dense_model(config, seed + static_cast<uint64_t>(p)));
   losses_.resize(replicas_.size());
-  for (int p = 1; p < threads; ++p) workers_.emplace_back([this, p] { worker(p); });
+  for (int p = 1; p < threads; ++p)
+    workers_.emplace_back([this, p] { worker(p); });
 }
 
 batch_split_model::~batch_split_model() {
@@ -22,7 +24,8 @@ batch_split_model::~batch_split_model() {
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    t.join();
 }
 
 int batch_split_model::parts_for(int batch) const {
@@ -37,11 +40,14 @@ void batch_split_model::worker(int p) {
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
+      if (stop_)
+        return;
       seen = generation_;
-      if (p < parts_) job = job_;
+      if (p < parts_)
+        job = job_;
     }
-    if (job == nullptr) continue;  // not a part of this step
+    if (job == nullptr)
+      continue;  // not a part of this step
     std::exception_ptr failed;
     try {
       (*job)(p);
@@ -49,8 +55,10 @@ void batch_split_model::worker(int p) {
       failed = std::current_exception();
     }
     std::lock_guard lock(mutex_);
-    if (failed && !error_) error_ = failed;
-    if (--pending_ == 0) done_.notify_one();
+    if (failed && !error_)
+      error_ = failed;
+    if (--pending_ == 0)
+      done_.notify_one();
   }
 }
 
@@ -73,8 +81,10 @@ void batch_split_model::run_parts(int n, const std::function<void(int)>& job) {
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
-  if (!failed) failed = error_;
-  if (failed) std::rethrow_exception(failed);
+  if (!failed)
+    failed = error_;
+  if (failed)
+    std::rethrow_exception(failed);
 }
 
 void batch_split_model::sync_params(int p) {
@@ -99,7 +109,8 @@ double batch_split_model::forward_backward(int batch, const float* dense, const 
   const std::function<void(int)> job = [&](int p) {
     const int begin = part_begin(batch, n, p), rows = part_begin(batch, n, p + 1) - begin;
     const auto r = static_cast<size_t>(begin);
-    if (p > 0) sync_params(p);
+    if (p > 0)
+      sync_params(p);
     losses_[static_cast<size_t>(p)] = replicas_[static_cast<size_t>(p)]->forward_backward(
       rows, dense + r * features, pooled + r * emb, labels + r, loss_scale, logits + r,
       pooled_grad + r * emb);
@@ -109,7 +120,8 @@ double batch_split_model::forward_backward(int batch, const float* dense, const 
   double loss = losses_[0];
   for (int p = 1; p < n; ++p) {
     auto g = replicas_[static_cast<size_t>(p)]->grads();
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += g[i];
     loss += losses_[static_cast<size_t>(p)];
   }
   return loss;
@@ -129,7 +141,8 @@ void batch_split_model::forward(int batch, const float* dense, const float* pool
   const std::function<void(int)> job = [&](int p) {
     const int begin = part_begin(batch, n, p), rows = part_begin(batch, n, p + 1) - begin;
     const auto r = static_cast<size_t>(begin);
-    if (p > 0) sync_params(p);
+    if (p > 0)
+      sync_params(p);
     replicas_[static_cast<size_t>(p)]->forward(rows, dense + r * features, pooled + r * emb,
                                                logits + r);
   };

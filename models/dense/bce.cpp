@@ -14,7 +14,8 @@ double bce_with_logits(int batch, const float* logits, const float* labels, floa
     const double e = std::exp(-std::abs(z));
     total += std::max(z, 0.0) - z * y + std::log1p(e);
     double p = z >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-    if (dlogits != nullptr) dlogits[i] = static_cast<float>((p - y) * scale);
+    if (dlogits != nullptr)
+      dlogits[i] = static_cast<float>((p - y) * scale);
   }
   return total;
 }

@@ -21,7 +21,8 @@ inline void concat_rows(int batch, int a, const float* x, int b, const float* y,
 inline void split_rows(int batch, int a, float* dx, int b, float* dy, const float* dout) {
   const size_t w = static_cast<size_t>(a) + b;
   for (int s = 0; s < batch; ++s) {
-    if (dx != nullptr) std::memcpy(dx + static_cast<size_t>(s) * a, dout + s * w, sizeof(float) * a);
+    if (dx != nullptr)
+      std::memcpy(dx + static_cast<size_t>(s) * a, dout + s * w, sizeof(float) * a);
     if (dy != nullptr)
       std::memcpy(dy + static_cast<size_t>(s) * b, dout + s * w + a, sizeof(float) * b);
   }

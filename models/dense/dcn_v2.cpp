@@ -54,9 +54,11 @@ class dcn_v2 final : public block_model {
         dx0_[i] += g_[i] * u[i];
       }
       blocks_.backward(cross(l), batch, du_.data(), dxl_.data());
-      for (size_t i = 0; i < n; ++i) g_[i] += dxl_[i];
+      for (size_t i = 0; i < n; ++i)
+        g_[i] += dxl_[i];
     }
-    for (size_t i = 0; i < n; ++i) g_[i] += dx0_[i];  // x_0 is x0 itself
+    for (size_t i = 0; i < n; ++i)
+      g_[i] += dx0_[i];  // x_0 is x0 itself
     dx_.resize(static_cast<size_t>(batch) * config_.dim);
     split_rows(batch, config_.dim, dx_.data(), config_.slots * config_.dim, pooled_grad, g_.data());
     blocks_.backward(bottom, batch, dx_.data(), nullptr);
@@ -68,22 +70,24 @@ class dcn_v2 final : public block_model {
     SATRAP_ASSERT(batch > 0);
     const size_t n = static_cast<size_t>(batch) * width_;
     const float* x = blocks_.forward(bottom, batch, dense);
-    for (auto& v : xs_) v.resize(n);
+    for (auto& v : xs_)
+      v.resize(n);
     concat_rows(batch, config_.dim, x, config_.slots * config_.dim, pooled, xs_[0].data());
     const float* x0 = xs_[0].data();
     for (size_t l = 0; l < layers_; ++l) {
       const float* u = blocks_.forward(cross(l), batch, xs_[l].data());
       const float* xl = xs_[l].data();
       float* next = xs_[l + 1].data();
-      for (size_t i = 0; i < n; ++i) next[i] = x0[i] * u[i] + xl[i];
+      for (size_t i = 0; i < n; ++i)
+        next[i] = x0[i] * u[i] + xl[i];
     }
     return blocks_.forward(top_, batch, xs_.back().data());
   }
 
   dense_model_config config_;
-  int width_;                        // (slots + 1) * dim
-  size_t layers_;                    // cross layers (one linear layer each, no activation)
-  size_t top_;                       // the top MLP's block
+  int width_;                           // (slots + 1) * dim
+  size_t layers_;                       // cross layers (one linear layer each, no activation)
+  size_t top_;                          // the top MLP's block
   std::vector<std::vector<float>> xs_;  // x_0 .. x_L
   std::vector<float> g_, dx0_, du_, dxl_, dx_, dlogits_;
 };

@@ -79,16 +79,17 @@ class deepfm final : public block_model {
           squares += e * e;
         }
       float fm = 0.0f;
-      for (int k = 0; k < dim; ++k) fm += sum[k] * sum[k];
+      for (int k = 0; k < dim; ++k)
+        fm += sum[k] * sum[k];
       logits[s] = 0.5f * (fm - squares) + first[s] + deep[s];
     }
   }
 
   dense_model_config config_;
-  int fields_;                       // slots + 1
-  int width_;                        // fields_ * dim
-  std::vector<float> z_;             // [bottom(dense), e_1..e_slots] per sample
-  std::vector<float> sums_;          // per sample: S_k = sum over fields
+  int fields_;               // slots + 1
+  int width_;                // fields_ * dim
+  std::vector<float> z_;     // [bottom(dense), e_1..e_slots] per sample
+  std::vector<float> sums_;  // per sample: S_k = sum over fields
   std::vector<float> g_, tmp_, dx_, dlogits_;
 };
 
@@ -97,7 +98,9 @@ class deepfm final : public block_model {
 // Params: bottom, the first-order term (one linear layer to 1; seed 2), top (seed 1).
 std::vector<mlp_block> deepfm_blocks(const dense_model_config& c) {
   const int width = (c.slots + 1) * c.dim;
-  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}, {width, {1}, 2}, {width, mlp_sizes(c.top, 1), 1}};
+  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0},
+          {width, {1}, 2},
+          {width, mlp_sizes(c.top, 1), 1}};
 }
 
 std::unique_ptr<dense_model> make_deepfm(const dense_model_config& config, uint64_t seed) {

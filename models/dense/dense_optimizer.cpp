@@ -13,9 +13,10 @@ namespace {
 // -fno-math-errno, so sqrt becomes a vector instruction), restrict pointers, an AVX2 clone. sqrt
 // and division are correctly rounded in every clone and nothing is contracted into FMAs
 // (-std=c++20), so both clones give the same bits as the scalar loop did.
-[[gnu::target_clones("avx2", "default")]]
-void adagrad_step(size_t n, float lr, float wd, float eps, float* __restrict w,
-                  const float* __restrict grad, float* __restrict m) {
+[[gnu::target_clones("avx2", "default")]] void adagrad_step(size_t n, float lr, float wd, float eps,
+                                                            float* __restrict w,
+                                                            const float* __restrict grad,
+                                                            float* __restrict m) {
   for (size_t i = 0; i < n; ++i) {
     float g = grad[i] + wd * w[i];
     m[i] += g * g;
@@ -23,10 +24,11 @@ void adagrad_step(size_t n, float lr, float wd, float eps, float* __restrict w,
   }
 }
 
-[[gnu::target_clones("avx2", "default")]]
-void adam_step(size_t n, float lr, float wd, float eps, float b1, float b2, float c1, float c2,
-               float* __restrict w, const float* __restrict grad, float* __restrict m,
-               float* __restrict v) {
+[[gnu::target_clones("avx2", "default")]] void adam_step(size_t n, float lr, float wd, float eps,
+                                                         float b1, float b2, float c1, float c2,
+                                                         float* __restrict w,
+                                                         const float* __restrict grad,
+                                                         float* __restrict m, float* __restrict v) {
   for (size_t i = 0; i < n; ++i) {
     float g = grad[i] + wd * w[i];
     m[i] = b1 * m[i] + (1.0f - b1) * g;
@@ -39,12 +41,13 @@ void adam_step(size_t n, float lr, float wd, float eps, float b1, float b2, floa
 
 dense_optimizer::dense_optimizer(const dense_optimizer_options& options, size_t params)
     : options_(options), params_(params) {
-  if (options.kind != dense_optimizer_kind::sgd) m_.assign(params, 0.0f);
-  if (options.kind == dense_optimizer_kind::adam) v_.assign(params, 0.0f);
+  if (options.kind != dense_optimizer_kind::sgd)
+    m_.assign(params, 0.0f);
+  if (options.kind == dense_optimizer_kind::adam)
+    v_.assign(params, 0.0f);
 }
 
-bool dense_optimizer::set_state(std::span<const float> m, std::span<const float> v,
-                                int64_t steps) {
+bool dense_optimizer::set_state(std::span<const float> m, std::span<const float> v, int64_t steps) {
   if (m.size() != m_.size() || v.size() != v_.size())
     return false;
   m_.assign(m.begin(), m.end());
@@ -72,7 +75,8 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
   const size_t n = params.size();
   switch (options_.kind) {
     case dense_optimizer_kind::sgd:
-      for (size_t i = 0; i < n; ++i) params[i] -= lr * (grads[i] + wd * params[i]);
+      for (size_t i = 0; i < n; ++i)
+        params[i] -= lr * (grads[i] + wd * params[i]);
       break;
     case dense_optimizer_kind::adagrad:
       SATRAP_ASSERT(m_.size() == n);
@@ -96,7 +100,8 @@ void dense_optimizer::step(std::span<float> params, std::span<const float> grads
       // short job averages its last steps, not its first: min(d, (1 + t) / (10 + t)).
       const float t = static_cast<float>(steps_);
       const float d = std::min(options_.ema_decay, (1.0f + t) / (10.0f + t)), e = 1.0f - d;
-      for (size_t i = 0; i < n; ++i) ema_[i] = d * ema_[i] + e * params[i];
+      for (size_t i = 0; i < n; ++i)
+        ema_[i] = d * ema_[i] + e * params[i];
     }
   }
 }

@@ -52,8 +52,8 @@ class dense_optimizer {
 
  private:
   dense_optimizer_options options_;
-  std::vector<float> m_;  // Adagrad accumulator or Adam first moment
-  std::vector<float> v_;  // Adam second moment
+  std::vector<float> m_;    // Adagrad accumulator or Adam first moment
+  std::vector<float> v_;    // Adam second moment
   std::vector<float> ema_;  // ema_decay > 0: the weights' moving average (empty before a step)
   size_t params_ = 0;
   int64_t steps_ = 0;

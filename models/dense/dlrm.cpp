@@ -75,9 +75,7 @@ class dlrm final : public block_model {
       case dlrm_interaction::dot:
         interaction_forward(batch, slots, dim, x_, pooled, z_.data());
         break;
-      case dlrm_interaction::cat:
-        concat_rows(batch, dim, x_, emb, pooled, z_.data());
-        break;
+      case dlrm_interaction::cat: concat_rows(batch, dim, x_, emb, pooled, z_.data()); break;
       case dlrm_interaction::dot_cat: {
         const int dots = interaction_output_size(slots, dim);
         zi_.resize(static_cast<size_t>(batch) * dots);
@@ -101,14 +99,16 @@ class dlrm final : public block_model {
 
 // Params: bottom, top.
 std::vector<mlp_block> dlrm_blocks(const dense_model_config& c) {
-  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}, {dlrm_top_input(c), mlp_sizes(c.top, 1), 1}};
+  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0},
+          {dlrm_top_input(c), mlp_sizes(c.top, 1), 1}};
 }
 
 int dlrm_top_input(const dense_model_config& c) {
   switch (c.interaction) {
     case dlrm_interaction::dot: return interaction_output_size(c.slots, c.dim);
     case dlrm_interaction::cat: return (c.slots + 1) * c.dim;
-    case dlrm_interaction::dot_cat: return interaction_output_size(c.slots, c.dim) + c.slots * c.dim;
+    case dlrm_interaction::dot_cat:
+      return interaction_output_size(c.slots, c.dim) + c.slots * c.dim;
   }
   return 0;
 }

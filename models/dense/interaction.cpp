@@ -41,11 +41,11 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
   for (int m = 0; m < 8; ++m)
     q[m] = __builtin_shuffle(p[m], p[m + 8], lo) + __builtin_shuffle(p[m], p[m + 8], hi);
   for (int k = 0; k < 4; ++k)
-    b[k] = __builtin_shuffle(q[2 * k], q[2 * k + 1], even) +
-           __builtin_shuffle(q[2 * k], q[2 * k + 1], odd);
+    b[k] = __builtin_shuffle(q[2 * k], q[2 * k + 1], even)
+           + __builtin_shuffle(q[2 * k], q[2 * k + 1], odd);
   for (int k = 0; k < 2; ++k)
-    c[k] = __builtin_shuffle(b[2 * k], b[2 * k + 1], lo2) +
-           __builtin_shuffle(b[2 * k], b[2 * k + 1], hi2);
+    c[k] = __builtin_shuffle(b[2 * k], b[2 * k + 1], lo2)
+           + __builtin_shuffle(b[2 * k], b[2 * k + 1], hi2);
   r = __builtin_shuffle(c[0], c[1], lo4) + __builtin_shuffle(c[0], c[1], hi4);
 }
 
@@ -70,7 +70,8 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
     v16 part[16];
     for (int k = 0; k < 16; ++k) {
       part[k] = v16{};
-      if (k >= m) continue;
+      if (k >= m)
+        continue;
       load16(a, v[i]);
       load16(c, v[j]);
       part[k] = a * c;
@@ -84,14 +85,16 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
     if (m == 16)
       store16(dots + p0, r);
     else
-      for (int k = 0; k < m; ++k) dots[p0 + k] = r[k];
+      for (int k = 0; k < m; ++k)
+        dots[p0 + k] = r[k];
   }
   if (p0 < pairs) {  // at most eight left: as sample_dots<2> takes them
     const int m = pairs - p0;
     v8 part[8];
     for (int k = 0; k < 8; ++k) {
       part[k] = v8{};
-      if (k >= m) continue;
+      if (k >= m)
+        continue;
       load16(a, v[i]);
       load16(c, v[j]);
       halves16(a * c, part[k]);
@@ -105,7 +108,8 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
     if (m == 8)
       store8(dots + p0, r);
     else
-      for (int k = 0; k < m; ++k) dots[p0 + k] = r[k];
+      for (int k = 0; k < m; ++k)
+        dots[p0 + k] = r[k];
   }
 }
 
@@ -117,9 +121,11 @@ constexpr int pair_index(int n, int i, int j) { return i * n - i * (i + 1) / 2 +
   const int quad_end = n / 4 * 4;
   for (int i = 0; i < n; ++i) {
     v16 acc[4] = {}, vj;
-    if (i == 0) load16(acc[0], pass);
+    if (i == 0)
+      load16(acc[0], pass);
     for (int j = 0; j < n; ++j) {
-      if (j == i) continue;  // G_ii = 0
+      if (j == i)
+        continue;  // G_ii = 0
       load16(vj, v[j]);
       acc[j < quad_end ? j % 4 : 0] += gm[static_cast<size_t>(i) * n + j] * vj;
     }
@@ -137,13 +143,15 @@ struct fixed_pairs {
   static constexpr int first(int p) {
     for (int i = 0, q = 0; i < N; ++i)
       for (int j = i + 1; j < N; ++j, ++q)
-        if (q == p) return i;
+        if (q == p)
+          return i;
     return 0;
   }
   static constexpr int second(int p) {
     for (int i = 0, q = 0; i < N; ++i)
       for (int j = i + 1; j < N; ++j, ++q)
-        if (q == p) return j;
+        if (q == p)
+          return j;
     return 0;
   }
 };
@@ -152,8 +160,8 @@ template <int N, int P0, size_t... K>
 [[gnu::always_inline]] inline void fixed_products16(const v16* V, v16* part,
                                                     std::index_sequence<K...>) {
   using fp = fixed_pairs<N>;
-  ((part[K] = P0 + int(K) < fp::count ? V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))]
-                                      : v16{}),
+  ((part[K] =
+      P0 + int(K) < fp::count ? V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))] : v16{}),
    ...);
 }
 
@@ -162,8 +170,8 @@ template <int N, int P0, size_t... K>
                                                    std::index_sequence<K...>) {
   using fp = fixed_pairs<N>;
   ((P0 + int(K) < fp::count
-        ? halves16(V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))], part[K])
-        : (void)(part[K] = v8{})),
+      ? halves16(V[fp::first(P0 + int(K))] * V[fp::second(P0 + int(K))], part[K])
+      : (void)(part[K] = v8{})),
    ...);
 }
 
@@ -177,7 +185,8 @@ template <int N, int P0>
     if constexpr (left >= 16)
       store16(dots + P0, r);
     else
-      for (int k = 0; k < left; ++k) dots[P0 + k] = r[k];
+      for (int k = 0; k < left; ++k)
+        dots[P0 + k] = r[k];
     fixed_dots16<N, P0 + 16>(V, dots);
   } else if constexpr (left > 0) {
     v8 part[8], r;
@@ -186,16 +195,17 @@ template <int N, int P0>
     if constexpr (left == 8)
       store8(dots + P0, r);
     else
-      for (int k = 0; k < left; ++k) dots[P0 + k] = r[k];
+      for (int k = 0; k < left; ++k)
+        dots[P0 + k] = r[k];
   }
 }
 
 template <int N>
-[[gnu::always_inline]] inline void sample_dots16_fixed(const float* xs, const float* es,
-                                                       float* o) {
+[[gnu::always_inline]] inline void sample_dots16_fixed(const float* xs, const float* es, float* o) {
   v16 V[N];
   load16(V[0], xs);
-  for (int k = 1; k < N; ++k) load16(V[k], es + (k - 1) * 16);
+  for (int k = 1; k < N; ++k)
+    load16(V[k], es + (k - 1) * 16);
   store16(o, V[0]);
   fixed_dots16<N, 0>(V, o + 16);
 }
@@ -205,10 +215,10 @@ template <int N, int I, size_t... J>
 [[gnu::always_inline]] inline void fixed_grad_row(const v16* V, const float* gd, v16* acc,
                                                   std::index_sequence<J...>) {
   constexpr int quad_end = N / 4 * 4;
-  ((int(J) != I ? (void)(acc[int(J) < quad_end ? int(J) % 4 : 0] +=
-                         gd[I < int(J) ? pair_index(N, I, int(J)) : pair_index(N, int(J), I)] *
-                         V[J])
-                : (void)0),
+  ((int(J) != I
+      ? (void)(acc[int(J) < quad_end ? int(J) % 4 : 0] +=
+               gd[I < int(J) ? pair_index(N, I, int(J)) : pair_index(N, int(J), I)] * V[J])
+      : (void)0),
    ...);
 }
 
@@ -219,7 +229,8 @@ template <int N, size_t... I>
   auto row = [&](auto i) {
     constexpr int r = decltype(i)::value;
     v16 acc[4] = {};
-    if constexpr (r == 0) load16(acc[0], g);
+    if constexpr (r == 0)
+      load16(acc[0], g);
     fixed_grad_row<N, r>(V, gd, acc, std::make_index_sequence<N>{});
     store16(r == 0 ? dx : demb + (r - 1) * 16, (acc[0] + acc[1]) + (acc[2] + acc[3]));
   };
@@ -231,7 +242,8 @@ template <int N>
                                                         const float* g, float* dx, float* demb) {
   v16 V[N];
   load16(V[0], xs);
-  for (int k = 1; k < N; ++k) load16(V[k], es + (k - 1) * 16);
+  for (int k = 1; k < N; ++k)
+    load16(V[k], es + (k - 1) * 16);
   fixed_grads16<N>(V, g, dx, demb, std::make_index_sequence<N>{});
 }
 
@@ -247,9 +259,8 @@ int interaction_output_size(int slots, int dim) {
 // registers reduced to one by a shuffle tree and stored at once. No transposition, no long
 // dependency chains (an earlier version transposed the vectors and summed each dot over d in one
 // register chain: latency bound). Dims past a multiple of 8 are added in a scalar loop.
-[[gnu::target_clones("avx512f", "avx2", "default")]]
-void interaction_forward(int batch, int slots, int dim, const float* x, const float* emb,
-                         float* out) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] void interaction_forward(
+  int batch, int slots, int dim, const float* x, const float* emb, float* out) {
   const int n = slots + 1, width = interaction_output_size(slots, dim);
   if (dim == 16 && (n == 9 || n == 27)) {  // the compile-time paths (no scratch to allocate)
     for (int s = 0; s < batch; ++s) {
@@ -268,7 +279,8 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
     const float* xs = x + static_cast<size_t>(s) * dim;
     const float* es = emb + static_cast<size_t>(s) * slots * dim;
     float* o = out + static_cast<size_t>(s) * width;
-    for (int k = 0; k < n; ++k) v[k] = vec(xs, es, k, dim);
+    for (int k = 0; k < n; ++k)
+      v[k] = vec(xs, es, k, dim);
     if (dim == 16) {
       sample_dots16(n, v.data(), o);
       continue;
@@ -286,9 +298,9 @@ void interaction_forward(int batch, int slots, int dim, const float* x, const fl
 // d v_i = sum_j G_ij v_j (plus the pass-through gradient for v_0 = x), 8 dims at a time in one
 // register. The sum over j runs in four interleaved accumulators (j mod 4), added at the end, so
 // that the adds do not wait on each other.
-[[gnu::target_clones("avx512f", "avx2", "default")]]
-void interaction_backward(int batch, int slots, int dim, const float* x, const float* emb,
-                          const float* dout, float* dx, float* demb) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] void interaction_backward(
+  int batch, int slots, int dim, const float* x, const float* emb, const float* dout, float* dx,
+  float* demb) {
   const int n = slots + 1, width = interaction_output_size(slots, dim);
   if (dim == 16 && (n == 9 || n == 27)) {  // G straight from the dots' gradient, no scratch
     for (int s = 0; s < batch; ++s) {
@@ -314,7 +326,8 @@ void interaction_backward(int batch, int slots, int dim, const float* x, const f
     const float* gd = g + dim;
     for (int i = 0; i < n; ++i) {
       v[i] = vec(xs, es, i, dim);
-      for (int j = i + 1; j < n; ++j, ++gd) gm[i * n + j] = gm[j * n + i] = *gd;
+      for (int j = i + 1; j < n; ++j, ++gd)
+        gm[i * n + j] = gm[j * n + i] = *gd;
     }
     if (dim == 16) {
       for (int i = 0; i < n; ++i)

@@ -32,11 +32,11 @@ typedef float v8 __attribute__((vector_size(32)));
   const i8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
   v8 b[4], c[2];
   for (int k = 0; k < 4; ++k)
-    b[k] = __builtin_shuffle(p[2 * k], p[2 * k + 1], even) +
-           __builtin_shuffle(p[2 * k], p[2 * k + 1], odd);
+    b[k] = __builtin_shuffle(p[2 * k], p[2 * k + 1], even)
+           + __builtin_shuffle(p[2 * k], p[2 * k + 1], odd);
   for (int k = 0; k < 2; ++k)
-    c[k] = __builtin_shuffle(b[2 * k], b[2 * k + 1], lo2) +
-           __builtin_shuffle(b[2 * k], b[2 * k + 1], hi2);
+    c[k] = __builtin_shuffle(b[2 * k], b[2 * k + 1], lo2)
+           + __builtin_shuffle(b[2 * k], b[2 * k + 1], hi2);
   // c[0] = [p0 p1 p2 p3 sums of lanes 0-3 | the same of lanes 4-7], c[1] likewise for p4-p7.
   r = __builtin_shuffle(c[0], c[1], lo4) + __builtin_shuffle(c[0], c[1], hi4);
 }
@@ -54,7 +54,8 @@ template <int DB>
     int pi[block], pj[block];
     for (int k = 0; k < block; ++k) {
       part[k] = v8{};
-      if (k >= m) continue;
+      if (k >= m)
+        continue;
       pi[k] = i;
       pj[k] = j;
       const float* a = v[i];
@@ -82,11 +83,13 @@ template <int DB>
     reduce8(part, r);
     if (DB == 0 && dim8 < dim)
       for (int k = 0; k < m; ++k)
-        for (int d = dim8; d < dim; ++d) r[k] += v[pi[k]][d] * v[pj[k]][d];
+        for (int d = dim8; d < dim; ++d)
+          r[k] += v[pi[k]][d] * v[pj[k]][d];
     if (m == block)
       store8(dots + p0, r);
     else
-      for (int k = 0; k < m; ++k) dots[p0 + k] = r[k];
+      for (int k = 0; k < m; ++k)
+        dots[p0 + k] = r[k];
   }
 }
 
@@ -101,7 +104,8 @@ template <int DB>
   for (int b = 0; b < blocks; ++b) {
     const int d0 = b * block;
     v8 acc[4] = {}, vj;
-    if (pass != nullptr) load8(acc[0], pass + d0);
+    if (pass != nullptr)
+      load8(acc[0], pass + d0);
     int j = 0;
     for (; j + 4 <= n; j += 4)
       for (int u = 0; u < 4; ++u) {
@@ -117,7 +121,8 @@ template <int DB>
   if (DB == 0)
     for (int d = blocks * block; d < dim; ++d) {
       float acc = pass != nullptr ? pass[d] : 0.0f;
-      for (int j = 0; j < n; ++j) acc += gi[j] * v[j][d];
+      for (int j = 0; j < n; ++j)
+        acc += gi[j] * v[j][d];
       to[d] = acc;
     }
 }

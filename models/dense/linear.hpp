@@ -11,8 +11,8 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
 // The same followed by a ReLU when relu: the GEMM (beta 0), then the bias and the ReLU in one pass.
 // wt: scratch of in x out floats, or null; with it, a narrow layer (in x out <= 15,625) goes
 // through W^T, in blocks of rows, to OpenBLAS's faster small-matrix kernel (linear.cpp).
-void linear_forward_relu(int batch, int in, int out, const float* x, const float* w,
-                         const float* b, bool relu, float* y, float* wt = nullptr);
+void linear_forward_relu(int batch, int in, int out, const float* x, const float* w, const float* b,
+                         bool relu, float* y, float* wt = nullptr);
 
 // The GEMMs of a layer (out > 1) as the functions here make them (dense_roofline times them):
 // y = x W^T (beta 0; with wt = W^T written out by the caller for a narrow layer, else null),

@@ -54,9 +54,10 @@ const float* mlp::forward(int batch, const float* params, const float* x) {
     linear_forward_relu(batch, fan_in, out, input, w, b, l + 1 < sizes_.size() || relu_last_,
                         y.data(), wt_.data());
     if (dropped_ && l + 1 < sizes_.size()) {
-      const uint64_t layer_key = mix64(key_ ^ mix64(l + 0x0d20f0)) ;
+      const uint64_t layer_key = mix64(key_ ^ mix64(l + 0x0d20f0));
       for (size_t i = 0; i < y.size(); ++i)
-        y[i] = (mix64(layer_key + i * 0x9e3779b97f4a7c15ULL) >> 11) < threshold ? 0.0f : y[i] * keep_scale;
+        y[i] = (mix64(layer_key + i * 0x9e3779b97f4a7c15ULL) >> 11) < threshold ? 0.0f
+                                                                                : y[i] * keep_scale;
     }
     input = y.data();
     fan_in = out;

@@ -49,14 +49,14 @@ class mlp {
   bool relu_last_;
   std::vector<size_t> offsets_;  // per layer: W at offsets_[l], b right after it
   size_t param_count_ = 0;
-  const float* x_ = nullptr;                  // the last forward's input
+  const float* x_ = nullptr;  // the last forward's input
   float dropout_ = 0.0f;
   bool train_ = false;
   uint64_t key_ = 0;
-  bool dropped_ = false;                      // the last forward applied dropout
-  std::vector<std::vector<float>> outputs_;   // per layer, post-activation
-  std::vector<float> delta_a_, delta_b_;      // backward scratch
-  std::vector<float> wt_;                     // forward scratch: a small layer's W^T
+  bool dropped_ = false;                     // the last forward applied dropout
+  std::vector<std::vector<float>> outputs_;  // per layer, post-activation
+  std::vector<float> delta_a_, delta_b_;     // backward scratch
+  std::vector<float> wt_;                    // forward scratch: a small layer's W^T
 };
 
 }  // namespace satrap

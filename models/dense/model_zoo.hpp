@@ -28,14 +28,16 @@ const char* dense_precision_name(dense_precision p);  // "fp32", "bf16", "fp16"
 // embedding) and a deep MLP over its own input whose last layer outputs the one logit.
 struct dense_model_config {
   dense_model_type type = dense_model_type::dlrm;
-  int dense_features = 13;         // dense inputs per sample
-  int slots = 8;                   // pooled embeddings per sample
-  int dim = 16;                    // embedding size (= bottom MLP output size)
-  std::vector<int> bottom = {32};  // hidden sizes of the bottom MLP; a last layer outputs `dim` (no activation after it)
-  std::vector<int> top = {64, 32}; // hidden sizes of the top / deep MLP; a last layer outputs 1 logit
-  int cross_layers = 3;            // DCN-v2: full-rank cross layers before the deep MLP
+  int dense_features = 13;  // dense inputs per sample
+  int slots = 8;            // pooled embeddings per sample
+  int dim = 16;             // embedding size (= bottom MLP output size)
+  std::vector<int> bottom = {
+    32};  // hidden sizes of the bottom MLP; a last layer outputs `dim` (no activation after it)
+  std::vector<int> top = {64,
+                          32};  // hidden sizes of the top / deep MLP; a last layer outputs 1 logit
+  int cross_layers = 3;         // DCN-v2: full-rank cross layers before the deep MLP
   dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
-  float dropout = 0.0f;            // DLRM: dropout on the top MLP's hidden layers while training
+  float dropout = 0.0f;  // DLRM: dropout on the top MLP's hidden layers while training
   dense_precision precision = dense_precision::fp32;  // GEMM inputs (GPU only; see above)
 };
 

@@ -19,9 +19,9 @@
 namespace satrap {
 
 struct mlp_block {
-  int in = 0;               // input width
-  std::vector<int> sizes;   // layer sizes; the last is the block's output
-  uint64_t seed_offset = 0; // the block starts from init(seed + seed_offset)
+  int in = 0;                // input width
+  std::vector<int> sizes;    // layer sizes; the last is the block's output
+  uint64_t seed_offset = 0;  // the block starts from init(seed + seed_offset)
 };
 
 // Each model's blocks, in flat-vector order (the bottom MLP first); defined beside each model.

@@ -5,8 +5,7 @@ namespace satrap {
 // ivdep: outputs may alias inputs exactly (element-wise), never partially; lets GCC vectorize.
 // Both loads are unconditional, so the selects vectorize (a conditional load of dy[i] made the
 // backward a branch per element).
-[[gnu::target_clones("avx2", "default")]]
-void relu_forward(size_t n, const float* x, float* y) {
+[[gnu::target_clones("avx2", "default")]] void relu_forward(size_t n, const float* x, float* y) {
 #pragma GCC ivdep
   for (size_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -14,8 +13,8 @@ void relu_forward(size_t n, const float* x, float* y) {
   }
 }
 
-[[gnu::target_clones("avx2", "default")]]
-void relu_backward(size_t n, const float* y, const float* dy, float* dx) {
+[[gnu::target_clones("avx2", "default")]] void relu_backward(size_t n, const float* y,
+                                                             const float* dy, float* dx) {
 #pragma GCC ivdep
   for (size_t i = 0; i < n; ++i) {
     const float g = dy[i];

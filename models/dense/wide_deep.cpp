@@ -19,7 +19,9 @@ enum wide_deep_block : size_t { bottom, wide, top };
 class wide_deep final : public block_model {
  public:
   wide_deep(const dense_model_config& config, uint64_t seed)
-      : block_model(wide_deep_blocks(config), seed), config_(config), emb_(config.slots * config.dim) {}
+      : block_model(wide_deep_blocks(config), seed),
+        config_(config),
+        emb_(config.slots * config.dim) {}
 
   void forward(int batch, const float* dense, const float* pooled, float* logits) override {
     run_forward(batch, dense, pooled, logits);
@@ -40,7 +42,8 @@ class wide_deep final : public block_model {
     for (int s = 0; s < batch; ++s) {  // the wide part's share of pooled_grad
       const float* w = dw_.data() + static_cast<size_t>(s) * (df + emb_) + df;
       float* p = pooled_grad + static_cast<size_t>(s) * emb_;
-      for (int j = 0; j < emb_; ++j) p[j] += w[j];
+      for (int j = 0; j < emb_; ++j)
+        p[j] += w[j];
     }
     blocks_.backward(bottom, batch, dx_.data(), nullptr);
     return loss;
@@ -57,13 +60,14 @@ class wide_deep final : public block_model {
     concat_rows(batch, df, dense, emb_, pooled, w_.data());
     const float* deep = blocks_.forward(top, batch, z_.data());
     const float* linear = blocks_.forward(wide, batch, w_.data());
-    for (int s = 0; s < batch; ++s) logits[s] = linear[s] + deep[s];
+    for (int s = 0; s < batch; ++s)
+      logits[s] = linear[s] + deep[s];
   }
 
   dense_model_config config_;
-  int emb_;                          // slots * dim
-  std::vector<float> z_;             // deep input [bottom(dense), e_1..e_slots]
-  std::vector<float> w_;             // wide input [dense, e_1..e_slots]
+  int emb_;               // slots * dim
+  std::vector<float> z_;  // deep input [bottom(dense), e_1..e_slots]
+  std::vector<float> w_;  // wide input [dense, e_1..e_slots]
   std::vector<float> dz_, dw_, dx_, dlogits_;
 };
 
@@ -72,7 +76,8 @@ class wide_deep final : public block_model {
 // Params: bottom, wide (one linear layer to 1; seed 2), top (seed 1).
 std::vector<mlp_block> wide_deep_blocks(const dense_model_config& c) {
   const int emb = c.slots * c.dim;
-  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}, {c.dense_features + emb, {1}, 2},
+  return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0},
+          {c.dense_features + emb, {1}, 2},
           {c.dim + emb, mlp_sizes(c.top, 1), 1}};
 }
 

@@ -14,8 +14,8 @@ class count_min_sketch {
  public:
   count_min_sketch(uint32_t width, uint32_t depth, uint64_t seed);
 
-  uint32_t add(uint64_t id);                 // counts one sighting; returns the new estimate
-  uint32_t estimate(uint64_t id) const;      // sightings so far (an upper bound)
+  uint32_t add(uint64_t id);             // counts one sighting; returns the new estimate
+  uint32_t estimate(uint64_t id) const;  // sightings so far (an upper bound)
   size_t bytes() const { return counters_.size() * sizeof(uint16_t); }
 
  private:

@@ -23,12 +23,11 @@ void embedding_init_row(const embedding_options& options, uint64_t id, float* ou
         break;
       case embedding_init_kind::normal: {  // Box-Muller from two independent draws
         double u1 = 1.0 - unit_of(r), u2 = unit_of(mix64(r ^ 0xd1b54a32d192ed03ULL));
-        out[d] = static_cast<float>(s * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+        out[d] =
+          static_cast<float>(s * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
         break;
       }
-      case embedding_init_kind::zeros:
-        out[d] = 0.0f;
-        break;
+      case embedding_init_kind::zeros: out[d] = 0.0f; break;
     }
   }
 }

@@ -17,7 +17,6 @@ namespace satrap {
 
 std::string snapshot_format_mismatch(schema::RowFormat::Reader f, const embedding_options& o);
 
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -58,9 +57,11 @@ result<manifest_file> open_manifest(const std::string& root, uint64_t sequence, 
     return make_model_error(dir + ": no MANIFEST: snapshot " + std::to_string(sequence)
                             + " is missing or was never completed, so it is not loaded");
   auto f = mapped_file::open(path, 0, 0, e);
-  if (!f) return make_model_error(f.error());
+  if (!f)
+    return make_model_error(f.error());
   auto m = snapshot_manifest_decode({f->payload(), f->payload_bytes()});
-  if (!m) return make_model_error(path + ": " + m.error());
+  if (!m)
+    return make_model_error(path + ": " + m.error());
   return manifest_file{dir, std::move(f.value()), std::move(m.value())};
 }
 
@@ -75,32 +76,39 @@ std::string apply_shard_file(embedding_table& table, const mapped_file& f,
                              const snapshot_manifest& manifest, const snapshot_keep& keep,
                              snapshot_restore_stats& stats) {
   message_cursor cursor(f);
-  if (cursor.done()) return "empty file";
+  if (cursor.done())
+    return "empty file";
   auto h = cursor.next().getRoot<schema::SnapshotHeader>();
   if (h.getSequence() != manifest.sequence || h.getParent() != manifest.parent)
     return "header says snapshot " + std::to_string(h.getSequence()) + " (parent "
            + std::to_string(h.getParent()) + "), the manifest " + std::to_string(manifest.sequence);
-  if (auto why = snapshot_format_mismatch(h.getFormat(), table.options()); !why.empty()) return why;
+  if (auto why = snapshot_format_mismatch(h.getFormat(), table.options()); !why.empty())
+    return why;
   const size_t stride = table.layout().stride;
   auto evicted = h.getEvicted();
-  if (evicted.size() % 8 != 0) return "evicted ids: " + std::to_string(evicted.size()) + " bytes";
+  if (evicted.size() % 8 != 0)
+    return "evicted ids: " + std::to_string(evicted.size()) + " bytes";
   for (size_t i = 0; i < evicted.size(); i += 8) {
     uint64_t id = read_u64(evicted.begin() + i);
-    if (!keep || keep(id)) table.restore_erase(id);
+    if (!keep || keep(id))
+      table.restore_erase(id);
   }
   uint64_t rows = 0, want = h.getRows();
   for (uint32_t c = 0; c < h.getChunks(); ++c) {
-    if (cursor.done()) return "chunk " + std::to_string(c) + " of " + std::to_string(h.getChunks()) + " missing";
+    if (cursor.done())
+      return "chunk " + std::to_string(c) + " of " + std::to_string(h.getChunks()) + " missing";
     auto chunk = cursor.next().getRoot<schema::SnapshotChunk>();
     auto ids = chunk.getIds();
     auto bytes = chunk.getRows();
     size_t n = ids.size() / 8;
     if (ids.size() % 8 != 0 || bytes.size() != n * stride)
       return "chunk " + std::to_string(c) + ": " + std::to_string(ids.size()) + " id bytes and "
-             + std::to_string(bytes.size()) + " row bytes do not match " + std::to_string(stride) + " bytes per row";
+             + std::to_string(bytes.size()) + " row bytes do not match " + std::to_string(stride)
+             + " bytes per row";
     for (size_t i = 0; i < n; ++i) {
       uint64_t id = read_u64(ids.begin() + i * 8);
-      if (keep && !keep(id)) continue;
+      if (keep && !keep(id))
+        continue;
       if (!table.restore_row(id, reinterpret_cast<const std::byte*>(bytes.begin()) + i * stride))
         return "the table's capacity (" + std::to_string(table.options().capacity)
                + " rows) is too small for the snapshot's rows";
@@ -109,7 +117,8 @@ std::string apply_shard_file(embedding_table& table, const mapped_file& f,
     rows += n;
   }
   if (rows != want || !cursor.done())
-    return "holds " + std::to_string(rows) + " rows in its chunks, its header says " + std::to_string(want);
+    return "holds " + std::to_string(rows) + " rows in its chunks, its header says "
+           + std::to_string(want);
   stats.rows_read += rows;
   ++stats.files;
   return "";
@@ -121,14 +130,16 @@ std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
   for (auto& entry : mf.manifest.files) {
     std::string path = (fs::path(mf.dir) / entry.name).string();
     auto f = mapped_file::open(path, entry.bytes, entry.checksum, e);
-    if (!f) return f.error();
+    if (!f)
+      return f.error();
     std::string why;
     try {
       why = apply_shard_file(table, f.value(), mf.manifest, keep, stats);
     } catch (const kj::Exception& e) {
       why = std::string("malformed: ") + e.getDescription().cStr();
     }
-    if (!why.empty()) return path + ": " + why;
+    if (!why.empty())
+      return path + ": " + why;
   }
   ++stats.snapshots;
   return "";
@@ -136,10 +147,10 @@ std::string apply_snapshot(embedding_table& table, const manifest_file& mf,
 
 }  // namespace
 
-
 result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence, env& e) {
   auto mf = open_manifest(root, sequence, e);
-  if (!mf) return make_model_error(mf.error());
+  if (!mf)
+    return make_model_error(mf.error());
   if (mf->manifest.sequence != sequence || mf->manifest.parent >= sequence)
     return make_model_error(mf->dir + "/MANIFEST: sequence " + std::to_string(mf->manifest.sequence)
                             + ", parent " + std::to_string(mf->manifest.parent) + ": not a chain");
@@ -149,11 +160,13 @@ result<uint64_t> snapshot_parent(const std::string& root, uint64_t sequence, env
 result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const std::string& root,
                                                 uint64_t sequence, const snapshot_keep& keep,
                                                 env& e) {
-  if (table.size() != 0) return make_model_error("snapshot restore: the table must be empty");
+  if (table.size() != 0)
+    return make_model_error("snapshot restore: the table must be empty");
   std::vector<manifest_file> chain;  // newest first
   for (uint64_t seq = sequence;;) {
     auto mf = open_manifest(root, seq, e);
-    if (!mf) return make_model_error(mf.error());
+    if (!mf)
+      return make_model_error(mf.error());
     const auto& m = mf->manifest;
     if (m.sequence != seq)
       return make_model_error(mf->dir + "/MANIFEST: says snapshot " + std::to_string(m.sequence));
@@ -161,9 +174,11 @@ result<snapshot_restore_stats> snapshot_restore(embedding_table& table, const st
       return make_model_error(mf->dir + "/MANIFEST: " + why);
     uint64_t parent = m.parent;
     if (parent >= seq)
-      return make_model_error(mf->dir + "/MANIFEST: parent " + std::to_string(parent) + " is not older");
+      return make_model_error(mf->dir + "/MANIFEST: parent " + std::to_string(parent)
+                              + " is not older");
     chain.push_back(std::move(mf.value()));
-    if (parent == 0) break;
+    if (parent == 0)
+      break;
     seq = parent;
   }
   snapshot_restore_stats stats;

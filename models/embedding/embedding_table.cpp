@@ -32,12 +32,11 @@ embedding_table::embedding_table(const embedding_options& options)
     sketch_.emplace_back(options.sketch_width, options.sketch_depth, options.seed);
 }
 
-
 embedding_counters embedding_table::counters() const {
   embedding_counters c = counters_;
   c.rows = index_.size();
-  c.bytes = index_.bytes() + slabs_.bytes() + free_rows_.capacity() * 4 + evicted_log_.capacity() * 8
-            + (sketch_.empty() ? 0 : sketch_[0].bytes());
+  c.bytes = index_.bytes() + slabs_.bytes() + free_rows_.capacity() * 4
+            + evicted_log_.capacity() * 8 + (sketch_.empty() ? 0 : sketch_[0].bytes());
   return c;
 }
 
@@ -59,8 +58,7 @@ void embedding_table::init_row(uint64_t id, uint32_t r) {
     case sparse_optimizer_kind::ftrl:  // z = 0, n = initial_accumulator
       std::fill(state + layout_.dim, state + 2 * layout_.dim, options_.initial_accumulator);
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -75,8 +73,10 @@ template <int Dim>
   } else {  // inline 16-byte moves rather than a call to memcpy with a run-time size
     const auto* w = reinterpret_cast<const float*>(row);
     int d = 0;
-    for (; d + 4 <= layout_.dim; d += 4) std::memcpy(out + d, w + d, 16);
-    for (; d < layout_.dim; ++d) out[d] = w[d];
+    for (; d + 4 <= layout_.dim; d += 4)
+      std::memcpy(out + d, w + d, 16);
+    for (; d < layout_.dim; ++d)
+      out[d] = w[d];
   }
 }
 
@@ -96,10 +96,10 @@ void embedding_table::step_row(uint32_t r, const float* grad) {
 
 bool embedding_table::admitted(uint64_t id, bool sighting) {
   switch (options_.admission) {
-    case admission_kind::all:
-      return true;
+    case admission_kind::all: return true;
     case admission_kind::probability:
-      if (!sighting) return false;
+      if (!sighting)
+        return false;
       return static_cast<double>(splitmix(coin_) >> 11) * 0x1.0p-53 < options_.admit_probability;
     case admission_kind::count_min:
       return (sighting ? sketch_[0].add(id) : sketch_[0].estimate(id)) >= options_.admit_after;
@@ -111,13 +111,16 @@ uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
   size_t guard = 3 * index_.slots();
   for (;;) {
     if (guard-- == 0) {  // a bug, not an input error: every row pinned
-      std::fprintf(stderr, "embedding_table: CLOCK found no victim among %zu rows\n", index_.size());
+      std::fprintf(stderr, "embedding_table: CLOCK found no victim among %zu rows\n",
+                   index_.size());
       std::abort();
     }
-    if (hand_ >= index_.slots()) hand_ = 0;
+    if (hand_ >= index_.slots())
+      hand_ = 0;
     size_t s = hand_++;
     uint32_t r = index_.row_at(s);
-    if (r == row_index::npos || std::find(pinned.begin(), pinned.end(), r) != pinned.end()) continue;
+    if (r == row_index::npos || std::find(pinned.begin(), pinned.end(), r) != pinned.end())
+      continue;
     if (index_.referenced(s)) {
       index_.clear_referenced(s);
       continue;
@@ -125,7 +128,8 @@ uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
     uint64_t id = index_.id_at(s);
     index_.erase_slot(s);
     hand_ = s;  // an entry shifted into s has not been looked at yet
-    if (log_evictions_) evicted_log_.push_back(id);
+    if (log_evictions_)
+      evicted_log_.push_back(id);
     ++counters_.evictions;
     return r;
   }
@@ -141,15 +145,18 @@ uint32_t embedding_table::allocate_row(std::span<const uint32_t> pinned) {
     slabs_.ensure(static_cast<size_t>(rows_made_) + 1);
     return rows_made_++;
   }
-  if (options_.eviction == eviction_kind::none) return row_index::npos;
+  if (options_.eviction == eviction_kind::none)
+    return row_index::npos;
   return evict_one(pinned);
 }
 
 uint32_t embedding_table::admit(uint64_t id, uint64_t hash, bool sighting,
                                 std::span<const uint32_t> pinned) {
-  if (!admitted(id, sighting)) return row_index::npos;
+  if (!admitted(id, sighting))
+    return row_index::npos;
   uint32_t r = allocate_row(pinned);
-  if (r == row_index::npos) return r;
+  if (r == row_index::npos)
+    return r;
   index_.insert(id, hash, r);
   init_row(id, r);
   slabs_.set_changed(r, true);  // a new row belongs in the next incremental snapshot
@@ -188,7 +195,8 @@ void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, 
     // Stage s runs on the block that stage 1 ran on (s - 1) * d ids before.
     auto each = [&](size_t lag, auto&& f) {
       if (b >= lag)
-        for (size_t j = b - lag; j < std::min(b - lag + block, n); ++j) f(j);
+        for (size_t j = b - lag; j < std::min(b - lag + block, n); ++j)
+          f(j);
     };
     each(0, [&](size_t i) {
       hashes[i % ring] = row_index::hash_of(ids[i]);
@@ -207,7 +215,8 @@ void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, 
       rows[j % ring] = r;
     });
     each(2 * d, [&](size_t j) {
-      if (rows[j % ring] != row_index::more) return;
+      if (rows[j % ring] != row_index::more)
+        return;
       rows[j % ring] = row_index::npos;
       uint32_t r;
       if constexpr (touch)
@@ -226,7 +235,8 @@ void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, 
 }  // namespace
 
 size_t embedding_table::pipeline_distance() const {
-  if (options_.capacity == 0) return pipeline_max;
+  if (options_.capacity == 0)
+    return pipeline_max;
   // At most 3*distance rows are in flight (pinned): leave some of a small table evictable.
   return std::min<size_t>((options_.capacity - 1) / 4, pipeline_max);
 }
@@ -237,8 +247,10 @@ void embedding_table::lookup_as(std::span<const uint64_t> ids, float* out) {
   run_pipeline(
     ids, pipeline_distance(), index_,
     [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
-      if (r == row_index::npos) r = admit(ids[j], hash, true, in_flight);
-      if (r != row_index::npos) slabs_.prefetch_weights(r);
+      if (r == row_index::npos)
+        r = admit(ids[j], hash, true, in_flight);
+      if (r != row_index::npos)
+        slabs_.prefetch_weights(r);
       return r;
     },
     [&](size_t k, uint32_t r) {
@@ -258,7 +270,8 @@ void embedding_table::peek_as(std::span<const uint64_t> ids, float* out) const {
   run_pipeline(
     ids, pipeline_max, index_,
     [&](size_t, uint64_t, uint32_t r, std::span<const uint32_t>) {
-      if (r != row_index::npos) slabs_.prefetch_weights(r);
+      if (r != row_index::npos)
+        slabs_.prefetch_weights(r);
       return r;
     },
     [&](size_t k, uint32_t r) {
@@ -273,17 +286,21 @@ void embedding_table::peek_as(std::span<const uint64_t> ids, float* out) const {
 // The common fp32 dims get a lookup with the row size known at compile time: the copy is a few
 // vector moves instead of a loop, and the fewer instructions per id let the out-of-order window
 // hold more ids' misses.
-#define SATRAP_BY_DIM(call, ...)                              \
-  switch (layout_.fp16 ? 0 : layout_.dim) {                   \
-    case 8: return call<8>(__VA_ARGS__);                      \
-    case 16: return call<16>(__VA_ARGS__);                    \
-    case 32: return call<32>(__VA_ARGS__);                    \
-    case 64: return call<64>(__VA_ARGS__);                    \
-    default: return call<0>(__VA_ARGS__);                     \
+#define SATRAP_BY_DIM(call, ...)            \
+  switch (layout_.fp16 ? 0 : layout_.dim) { \
+    case 8: return call<8>(__VA_ARGS__);    \
+    case 16: return call<16>(__VA_ARGS__);  \
+    case 32: return call<32>(__VA_ARGS__);  \
+    case 64: return call<64>(__VA_ARGS__);  \
+    default: return call<0>(__VA_ARGS__);   \
   }
 
-void embedding_table::lookup(std::span<const uint64_t> ids, float* out) { SATRAP_BY_DIM(lookup_as, ids, out) }
-void embedding_table::peek(std::span<const uint64_t> ids, float* out) const { SATRAP_BY_DIM(peek_as, ids, out) }
+void embedding_table::lookup(std::span<const uint64_t> ids, float* out) {
+  SATRAP_BY_DIM(lookup_as, ids, out)
+}
+void embedding_table::peek(std::span<const uint64_t> ids, float* out) const {
+  SATRAP_BY_DIM(peek_as, ids, out)
+}
 #undef SATRAP_BY_DIM
 
 void embedding_table::set_schedule_step(int64_t step) {
@@ -296,7 +313,8 @@ void embedding_table::update(std::span<const uint64_t> ids, const float* grads) 
   run_pipeline(
     ids, pipeline_distance(), index_,
     [&](size_t j, uint64_t hash, uint32_t r, std::span<const uint32_t> in_flight) {
-      if (r == row_index::npos && create) r = admit(ids[j], hash, false, in_flight);
+      if (r == row_index::npos && create)
+        r = admit(ids[j], hash, false, in_flight);
       if (r != row_index::npos) {
         slabs_.prefetch_row(r);
         slabs_.prefetch_changed(r);

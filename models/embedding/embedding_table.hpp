@@ -80,7 +80,8 @@ class embedding_table {
     std::vector<std::byte> row(layout_.stride);
     for (size_t s = 0; s < index_.slots(); ++s) {
       uint32_t r = index_.row_at(s);
-      if (r == row_index::npos || (changed_only && !slabs_.changed(r))) continue;
+      if (r == row_index::npos || (changed_only && !slabs_.changed(r)))
+        continue;
       slabs_.copy_out(r, row.data());
       f(index_.id_at(s), static_cast<const std::byte*>(row.data()));
     }
@@ -117,13 +118,13 @@ class embedding_table {
   const sparse_kernels* kernels_;
   row_index index_;
   row_slabs slabs_;
-  uint32_t rows_made_ = 0;            // rows ever handed out (fresh rows come from here)
-  std::vector<uint32_t> free_rows_;   // rows freed by restore_erase
-  size_t hand_ = 0;                   // CLOCK hand: an index slot
+  uint32_t rows_made_ = 0;                // rows ever handed out (fresh rows come from here)
+  std::vector<uint32_t> free_rows_;       // rows freed by restore_erase
+  size_t hand_ = 0;                       // CLOCK hand: an index slot
   std::vector<count_min_sketch> sketch_;  // one when admission is count_min
-  uint64_t coin_ = 0;                 // admission=probability: splitmix64 state
+  uint64_t coin_ = 0;                     // admission=probability: splitmix64 state
   std::vector<uint64_t> evicted_log_;
-  bool log_evictions_ = false;        // after the first snapshot
+  bool log_evictions_ = false;  // after the first snapshot
   uint64_t snapshot_sequence_ = 0;
   mutable embedding_counters counters_;
   mutable std::vector<float> scratch_;  // one fp32 row (fp16 tables)

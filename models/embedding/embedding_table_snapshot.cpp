@@ -26,7 +26,8 @@ bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
   uint64_t hash = row_index::hash_of(id);
   uint32_t r = index_.find_touch(id, hash);
   if (r == row_index::npos) {
-    if (free_rows_.empty() && options_.capacity > 0 && rows_made_ >= options_.capacity) return false;
+    if (free_rows_.empty() && options_.capacity > 0 && rows_made_ >= options_.capacity)
+      return false;
     r = allocate_row({});
     index_.insert(id, hash, r);
   }
@@ -37,7 +38,8 @@ bool embedding_table::restore_row(uint64_t id, const std::byte* row) {
 
 void embedding_table::restore_erase(uint64_t id) {
   uint32_t r = index_.find(id);
-  if (r == row_index::npos) return;
+  if (r == row_index::npos)
+    return;
   bool erased = index_.erase(id);
   SATRAP_ASSERT(erased);
   (void)erased;

@@ -30,7 +30,7 @@ inline uint16_t f32_to_f16(float f) {
   uint32_t out;
   if (u >= f16_limit) {
     out = u > f32_infinity ? 0x7e00u : 0x7c00u;  // NaN stays NaN, the rest overflows to inf
-  } else if (u < (113u << 23)) {                // half subnormal or zero: let the FPU round
+  } else if (u < (113u << 23)) {                 // half subnormal or zero: let the FPU round
     out = f32_bits(f32_from_bits(u) + f32_from_bits(denorm_magic)) - denorm_magic;
   } else {
     uint32_t odd = (u >> 13) & 1u;

@@ -39,14 +39,18 @@ inline void* huge_alloc(size_t bytes) {
   size_t size = huge_alloc_size(bytes);
   if (size < huge_page_bytes) {
     void* p = std::aligned_alloc(64, size);
-    if (!p) throw std::bad_alloc();
+    if (!p)
+      throw std::bad_alloc();
     return p;
   }
-  void* raw = ::mmap(nullptr, size + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
+  void* raw = ::mmap(nullptr, size + huge_page_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    throw std::bad_alloc();
   auto base = reinterpret_cast<uintptr_t>(raw);
   uintptr_t aligned = (base + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
-  if (aligned > base) ::munmap(raw, aligned - base);
+  if (aligned > base)
+    ::munmap(raw, aligned - base);
   if (uintptr_t end = base + size + huge_page_bytes; end > aligned + size)
     ::munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
   ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
@@ -55,7 +59,8 @@ inline void* huge_alloc(size_t bytes) {
 
 // `bytes`: what was asked of huge_alloc.
 inline void huge_free(void* p, size_t bytes) {
-  if (!p) return;
+  if (!p)
+    return;
   size_t size = huge_alloc_size(bytes);
   if (size < huge_page_bytes)
     std::free(p);

@@ -15,7 +15,8 @@ id_map::id_map(size_t expected) {
 
 uint32_t id_map::find_or_insert(uint64_t id, uint32_t value_if_new, bool& inserted) {
   SATRAP_DEBUG_ASSERT(value_if_new != npos);
-  if ((size_ + 1) * 2 > keys_.size()) grow();
+  if ((size_ + 1) * 2 > keys_.size())
+    grow();
   for (size_t i = mix64(id) & mask_;; i = (i + 1) & mask_) {
     if (values_[i] == npos) {
       keys_[i] = id;
@@ -33,8 +34,10 @@ uint32_t id_map::find_or_insert(uint64_t id, uint32_t value_if_new, bool& insert
 
 uint32_t id_map::find(uint64_t id) const {
   for (size_t i = mix64(id) & mask_;; i = (i + 1) & mask_) {
-    if (values_[i] == npos) return npos;
-    if (keys_[i] == id) return values_[i];
+    if (values_[i] == npos)
+      return npos;
+    if (keys_[i] == id)
+      return values_[i];
   }
 }
 
@@ -50,9 +53,11 @@ void id_map::grow() {
   values_.assign(old_keys.size() * 2, npos);
   mask_ = keys_.size() - 1;
   for (size_t j = 0; j < old_keys.size(); ++j) {
-    if (old_values[j] == npos) continue;
+    if (old_values[j] == npos)
+      continue;
     size_t i = mix64(old_keys[j]) & mask_;
-    while (values_[i] != npos) i = (i + 1) & mask_;
+    while (values_[i] != npos)
+      i = (i + 1) & mask_;
     keys_[i] = old_keys[j];
     values_[i] = old_values[j];
   }

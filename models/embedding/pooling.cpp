@@ -15,7 +15,8 @@ dedup_result dedup_ids(std::span<const uint64_t> ids) {
   for (size_t k = 0; k < ids.size(); ++k) {
     bool inserted = false;
     uint32_t u = map.find_or_insert(ids[k], static_cast<uint32_t>(result.unique.size()), inserted);
-    if (inserted) result.unique.push_back(ids[k]);
+    if (inserted)
+      result.unique.push_back(ids[k]);
     result.inverse[k] = u;
   }
   return result;
@@ -35,18 +36,22 @@ void pool_bags(pooling mode, int dim_rt, std::span<const uint32_t> offsets,
     float* __restrict o = out + b * static_cast<size_t>(dim);
     uint32_t begin = offsets[b], end = offsets[b + 1];
     if (begin == end) {
-      for (int d = 0; d < dim; ++d) o[d] = 0.0f;  // inline: a memset call per bag showed in perf
+      for (int d = 0; d < dim; ++d)
+        o[d] = 0.0f;  // inline: a memset call per bag showed in perf
       continue;
     }
     const float* __restrict first = row_of(inverse[begin]);
-    for (int d = 0; d < dim; ++d) o[d] = first[d];
+    for (int d = 0; d < dim; ++d)
+      o[d] = first[d];
     for (uint32_t k = begin + 1; k < end; ++k) {
       const float* __restrict row = row_of(inverse[k]);
-      for (int d = 0; d < dim; ++d) o[d] += row[d];
+      for (int d = 0; d < dim; ++d)
+        o[d] += row[d];
     }
     if (mode == pooling::mean) {
       float inv = 1.0f / static_cast<float>(end - begin);
-      for (int d = 0; d < dim; ++d) o[d] *= inv;
+      for (int d = 0; d < dim; ++d)
+        o[d] *= inv;
     }
   }
 }
@@ -69,14 +74,16 @@ void pool_by_dim(pooling mode, int dim, std::span<const uint32_t> offsets,
 void pool_forward(pooling mode, int dim, std::span<const uint32_t> offsets,
                   std::span<const uint32_t> inverse, const float* unique_rows, float* out) {
   const size_t stride = static_cast<size_t>(dim);
-  pool_by_dim(mode, dim, offsets, inverse,
-              [unique_rows, stride](uint32_t u) { return unique_rows + u * stride; }, out);
+  pool_by_dim(
+    mode, dim, offsets, inverse,
+    [unique_rows, stride](uint32_t u) { return unique_rows + u * stride; }, out);
 }
 
 void pool_forward_rows(pooling mode, int dim, std::span<const uint32_t> offsets,
                        std::span<const uint32_t> inverse, std::span<const float* const> rows,
                        float* out) {
-  pool_by_dim(mode, dim, offsets, inverse, [rows](uint32_t u) { return rows[u]; }, out);
+  pool_by_dim(
+    mode, dim, offsets, inverse, [rows](uint32_t u) { return rows[u]; }, out);
 }
 
 void pool_backward(pooling mode, int dim, std::span<const uint32_t> offsets,
@@ -86,11 +93,13 @@ void pool_backward(pooling mode, int dim, std::span<const uint32_t> offsets,
   for (size_t b = 0; b < bags; ++b) {
     const float* g = grad_out + b * dim;
     uint32_t begin = offsets[b], end = offsets[b + 1];
-    if (end == begin) continue;
+    if (end == begin)
+      continue;
     float scale = mode == pooling::mean ? 1.0f / static_cast<float>(end - begin) : 1.0f;
     for (uint32_t k = begin; k < end; ++k) {
       float* row = grad_unique + static_cast<size_t>(inverse[k]) * dim;
-      for (int d = 0; d < dim; ++d) row[d] += scale * g[d];
+      for (int d = 0; d < dim; ++d)
+        row[d] += scale * g[d];
     }
   }
 }

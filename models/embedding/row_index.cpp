@@ -9,14 +9,16 @@ namespace satrap {
 row_index::row_index(size_t expected_rows) { rehash(buckets_for(expected_rows)); }
 
 size_t row_index::buckets_for(size_t rows) const {
-  return std::max<size_t>(4, static_cast<size_t>(std::ceil(static_cast<double>(rows) / (max_load * lanes))));
+  return std::max<size_t>(
+    4, static_cast<size_t>(std::ceil(static_cast<double>(rows) / (max_load * lanes))));
 }
 
 void row_index::rehash(size_t buckets) {
   auto old = std::move(buckets_);
   size_t old_n = buckets_n_;
   buckets_ = std::unique_ptr<bucket[], buckets_free>(
-    static_cast<bucket*>(huge_alloc(buckets * sizeof(bucket))), buckets_free{buckets * sizeof(bucket)});
+    static_cast<bucket*>(huge_alloc(buckets * sizeof(bucket))),
+    buckets_free{buckets * sizeof(bucket)});
   buckets_n_ = buckets;
   clear();
   for (size_t b = 0; b < old_n; ++b)
@@ -26,7 +28,8 @@ void row_index::rehash(size_t buckets) {
 }
 
 void row_index::reserve(size_t rows) {
-  if (buckets_for(rows) > buckets_n_) rehash(buckets_for(rows));
+  if (buckets_for(rows) > buckets_n_)
+    rehash(buckets_for(rows));
 }
 
 void row_index::clear() {
@@ -52,7 +55,8 @@ void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced
   }
   size_t b = home_of(hash);
   while (buckets_[b].used == full) {
-    if (buckets_[b].overflow != overflow_max) ++buckets_[b].overflow;
+    if (buckets_[b].overflow != overflow_max)
+      ++buckets_[b].overflow;
     b = next(b);
   }
   bucket& k = buckets_[b];
@@ -60,7 +64,8 @@ void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced
   k.id[lane] = id;
   k.row[lane] = row;
   k.used = static_cast<uint8_t>(k.used | (1u << lane));
-  k.ref = static_cast<uint8_t>((k.ref & ~(1u << lane)) | (static_cast<unsigned>(referenced) << lane));
+  k.ref =
+    static_cast<uint8_t>((k.ref & ~(1u << lane)) | (static_cast<unsigned>(referenced) << lane));
   k.promoted = static_cast<uint16_t>(k.promoted & ~(1u << lane));
   ++size_;
 }
@@ -70,7 +75,8 @@ unsigned row_index::promote(size_t home, size_t b, unsigned lane) {
   bucket& q = buckets_[b];
   SATRAP_DEBUG_ASSERT(q.used & (1u << lane));
   unsigned free = ~static_cast<unsigned>(h.promoted) & full;
-  if (free == 0 || h.used != full) return lanes;
+  if (free == 0 || h.used != full)
+    return lanes;
   auto to = static_cast<unsigned>(__builtin_ctz(free));
   std::swap(h.id[to], q.id[lane]);
   std::swap(h.row[to], q.row[lane]);
@@ -85,7 +91,8 @@ unsigned row_index::promote(size_t home, size_t b, unsigned lane) {
 void row_index::erase_slot(size_t slot) {
   size_t h = slot / lanes, lane = slot % lanes;
   SATRAP_DEBUG_ASSERT(h < buckets_n_ && (buckets_[h].used & (1u << lane)));
-  for (size_t p = home_of(hash_of(buckets_[h].id[lane])); p != h; p = next(p)) unpass(p);
+  for (size_t p = home_of(hash_of(buckets_[h].id[lane])); p != h; p = next(p))
+    unpass(p);
   buckets_[h].used = static_cast<uint8_t>(buckets_[h].used & ~(1u << lane));
   buckets_[h].promoted = static_cast<uint16_t>(buckets_[h].promoted & ~(1u << lane));
   buckets_[h].row[lane] = npos;
@@ -101,24 +108,29 @@ void row_index::erase_slot(size_t slot) {
     for (size_t steps = 1; steps < buckets_n_ && !moved; ++steps, j = next(j)) {
       bucket& q = buckets_[j];
       for (size_t i = 0; i < lanes && !moved; ++i) {
-        if (!(q.used & (1u << i))) continue;
+        if (!(q.used & (1u << i)))
+          continue;
         size_t home = home_of(hash_of(q.id[i]));
-        if (dist(home, h) >= dist(home, j)) continue;  // its path does not pass h
+        if (dist(home, h) >= dist(home, j))
+          continue;  // its path does not pass h
         bucket& k = buckets_[h];
         k.id[lane] = q.id[i];
         k.row[lane] = q.row[i];
         k.used = static_cast<uint8_t>(k.used | (1u << lane));
         k.ref = static_cast<uint8_t>((k.ref & ~(1u << lane)) | (((q.ref >> i) & 1u) << lane));
-        for (size_t p = h; p != j; p = next(p)) unpass(p);
+        for (size_t p = h; p != j; p = next(p))
+          unpass(p);
         q.used = static_cast<uint8_t>(q.used & ~(1u << i));
         q.row[i] = npos;
         h = j;
         lane = i;
         moved = true;
       }
-      if (q.used != full && !moved) break;  // no entry passes a bucket with room
+      if (q.used != full && !moved)
+        break;  // no entry passes a bucket with room
     }
-    if (!moved) break;  // only with a saturated count
+    if (!moved)
+      break;  // only with a saturated count
   }
 }
 
@@ -130,20 +142,24 @@ bool row_index::consistent() const {
     for (size_t i = 0; i < lanes; ++i) {
       bool used = (k.used >> i) & 1, promoted = (k.promoted >> i) & 1;
       if (!used) {
-        if (promoted || k.row[i] != npos) return false;
+        if (promoted || k.row[i] != npos)
+          return false;
         continue;
       }
       ++entries;
       size_t home = home_of(hash_of(k.id[i]));
-      if (promoted && home != b) return false;
+      if (promoted && home != b)
+        return false;
       for (size_t p = home; p != b; p = next(p)) {
-        if (buckets_[p].used != full) return false;
+        if (buckets_[p].used != full)
+          return false;
         ++passes[p];
       }
     }
   }
   for (size_t b = 0; b < buckets_n_; ++b)
-    if (buckets_[b].overflow != passes[b] && buckets_[b].overflow != overflow_max) return false;
+    if (buckets_[b].overflow != passes[b] && buckets_[b].overflow != overflow_max)
+      return false;
   return entries == size_;
 }
 
@@ -154,7 +170,8 @@ bool row_index::erase(uint64_t id) {
       erase_slot(b * lanes + static_cast<size_t>(__builtin_ctz(m)));
       return true;
     }
-    if (k.overflow == 0) return false;
+    if (k.overflow == 0)
+      return false;
   }
 }
 

@@ -53,8 +53,10 @@ class row_index {
   uint32_t find(uint64_t id, uint64_t hash) const {  // npos when absent
     for (size_t b = home_of(hash);; b = next(b)) {
       const bucket& k = buckets_[b];
-      if (uint32_t m = k.match(id)) return k.row[__builtin_ctz(m)];
-      if (k.overflow == 0) return npos;
+      if (uint32_t m = k.match(id))
+        return k.row[__builtin_ctz(m)];
+      if (k.overflow == 0)
+        return npos;
     }
   }
   uint32_t find(uint64_t id) const { return find(id, hash_of(id)); }
@@ -62,8 +64,10 @@ class row_index {
   uint32_t find_touch(uint64_t id, uint64_t hash) {
     for (size_t b = home_of(hash);; b = next(b)) {
       bucket& k = buckets_[b];
-      if (uint32_t m = k.match(id)) return k.touch(m);
-      if (k.overflow == 0) return npos;
+      if (uint32_t m = k.match(id))
+        return k.touch(m);
+      if (k.overflow == 0)
+        return npos;
     }
   }
   // find_touch, and an entry found beyond its home bucket trades places with an entry of the
@@ -80,19 +84,22 @@ class row_index {
             return buckets_[home].touch(1u << to);
         return k.touch(m);
       }
-      if (k.overflow == 0) return npos;
+      if (k.overflow == 0)
+        return npos;
     }
   }
   // The home bucket only: the row, npos when absent, or `more` when the id may live in a later
   // bucket; then prefetch_beyond_home and call find later (a pipeline does not wait on it).
   uint32_t find_home(uint64_t id, uint64_t hash) const {
     const bucket& k = buckets_[home_of(hash)];
-    if (uint32_t m = k.match(id)) return k.row[__builtin_ctz(m)];
+    if (uint32_t m = k.match(id))
+      return k.row[__builtin_ctz(m)];
     return k.overflow == 0 ? npos : more;
   }
   uint32_t find_home_touch(uint64_t id, uint64_t hash) {  // and sets `referenced` when found
     bucket& k = buckets_[home_of(hash)];
-    if (uint32_t m = k.match(id)) return k.touch(m);
+    if (uint32_t m = k.match(id))
+      return k.touch(m);
     return k.overflow == 0 ? npos : more;
   }
   void prefetch_beyond_home(uint64_t hash) const {  // the next two buckets (most overflow is there)
@@ -132,8 +139,8 @@ class row_index {
   struct alignas(64) bucket {
     uint64_t id[lanes];
     uint32_t row[lanes];
-    uint8_t used;       // bit i: lane i holds an entry
-    uint8_t ref;        // bit i: lane i referenced since the CLOCK hand last passed
+    uint8_t used;  // bit i: lane i holds an entry
+    uint8_t ref;   // bit i: lane i referenced since the CLOCK hand last passed
     // Entries whose probe passed this bucket (saturates at overflow_max, then stays).
     uint16_t overflow : 11;
     // Bit i: lane i holds an entry that find_touch_promote moved into its home bucket; such an
@@ -144,12 +151,14 @@ class row_index {
     // Bit i set when lane i is occupied by `id_`. Branch-free; compilers vectorise the compares.
     uint32_t match(uint64_t id_) const {
       uint32_t m = 0;
-      for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>(id[i] == id_) << i;
+      for (size_t i = 0; i < lanes; ++i)
+        m |= static_cast<uint32_t>(id[i] == id_) << i;
       return m & used;
     }
     uint32_t touch(uint32_t m) {  // the row of match m, marked referenced (written only if not yet)
       auto lane = static_cast<unsigned>(__builtin_ctz(m));
-      if (!((ref >> lane) & 1)) ref = static_cast<uint8_t>(ref | (1u << lane));
+      if (!((ref >> lane) & 1))
+        ref = static_cast<uint8_t>(ref | (1u << lane));
       return row[lane];
     }
   };
@@ -167,7 +176,8 @@ class row_index {
 
   size_t next(size_t b) const { return b + 1 == buckets_n_ ? 0 : b + 1; }
   void unpass(size_t b) {
-    if (buckets_[b].overflow != overflow_max) --buckets_[b].overflow;
+    if (buckets_[b].overflow != overflow_max)
+      --buckets_[b].overflow;
   }
   size_t buckets_for(size_t rows) const;
   void rehash(size_t buckets);

@@ -25,11 +25,11 @@ inline size_t optimizer_state_floats(sparse_optimizer_kind kind, int dim) {
 }
 
 struct row_layout {
-  int dim = 0;               // weights per row
-  bool fp16 = false;         // weights stored as IEEE half
-  size_t weight_bytes = 0;   // dim * 4, or dim * 2 rounded up to 4 (state stays 4-aligned)
-  size_t state_floats = 0;   // optimizer state slots
-  size_t stride = 0;         // bytes per row: weight_bytes + 4 * state_floats
+  int dim = 0;              // weights per row
+  bool fp16 = false;        // weights stored as IEEE half
+  size_t weight_bytes = 0;  // dim * 4, or dim * 2 rounded up to 4 (state stays 4-aligned)
+  size_t state_floats = 0;  // optimizer state slots
+  size_t stride = 0;        // bytes per row: weight_bytes + 4 * state_floats
 
   static row_layout of(const embedding_options& o) {
     row_layout l;

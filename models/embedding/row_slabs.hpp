@@ -33,22 +33,27 @@ class row_slabs {
   static constexpr size_t group = 64;  // rows per group (weights together, then states)
 
   row_slabs(size_t weight_bytes, size_t state_bytes, size_t rows_per_slab)
-      : weight_(weight_bytes), state_(state_bytes), stride_(weight_bytes + state_bytes),
-        per_slab_(rows_per_slab), inverse_(~uint64_t{0} / rows_per_slab + 1) {
+      : weight_(weight_bytes),
+        state_(state_bytes),
+        stride_(weight_bytes + state_bytes),
+        per_slab_(rows_per_slab),
+        inverse_(~uint64_t{0} / rows_per_slab + 1) {
     SATRAP_ASSERT(weight_bytes > 0 && rows_per_slab > 0 && rows_per_slab % group == 0);
   }
 
   // Rows per slab for a table of `capacity` rows (0 = unbounded): slabs of at most 8 MiB.
   static size_t rows_per_slab(size_t stride, uint64_t capacity) {
     size_t rows = std::max<size_t>(group, (size_t{8} << 20) / stride / group * group);
-    if (capacity > 0) rows = std::min<size_t>(rows, (capacity + group - 1) / group * group);
+    if (capacity > 0)
+      rows = std::min<size_t>(rows, (capacity + group - 1) / group * group);
     return rows;
   }
 
   // Makes room for rows [0, rows): allocates whole slabs.
   void ensure(size_t rows) {
     while (slabs_.size() * per_slab_ < rows) {
-      slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)), slab_free{per_slab_ * stride_});
+      slabs_.emplace_back(static_cast<std::byte*>(huge_alloc(per_slab_ * stride_)),
+                          slab_free{per_slab_ * stride_});
       changed_.resize(slabs_.size() * per_slab_ / 64, 0);
     }
   }
@@ -82,7 +87,8 @@ class row_slabs {
   void prefetch_weights(uint32_t r) const { prefetch_span(weights(r), weight_); }
   void prefetch_row(uint32_t r) const {
     prefetch_weights(r);
-    if (state_ > 0) prefetch_span(state(r), state_);
+    if (state_ > 0)
+      prefetch_span(state(r), state_);
   }
 
   bool changed(uint32_t r) const { return (changed_[r / 64] >> (r % 64)) & 1; }
@@ -93,8 +99,7 @@ class row_slabs {
   size_t stride() const { return stride_; }
   size_t capacity_rows() const { return slabs_.size() * per_slab_; }
   size_t bytes() const {
-    return slabs_.size() * huge_alloc_size(per_slab_ * stride_)
-           + changed_.capacity() * 8;
+    return slabs_.size() * huge_alloc_size(per_slab_ * stride_) + changed_.capacity() * 8;
   }
 
  private:
@@ -111,7 +116,8 @@ class row_slabs {
   static void prefetch_span(const std::byte* p, size_t n) {
     prefetch_line(p);
     auto a = reinterpret_cast<uintptr_t>(p);
-    if ((a >> 6) != ((a + n - 1) >> 6)) prefetch_line(p + n - 1);
+    if ((a >> 6) != ((a + n - 1) >> 6))
+      prefetch_line(p + n - 1);
   }
   static void set_bit(std::vector<uint64_t>& bits, uint32_t r, bool on) {
     uint64_t m = uint64_t{1} << (r % 64);

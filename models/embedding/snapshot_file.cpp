@@ -56,7 +56,8 @@ snapshot_file_writer::~snapshot_file_writer() {
 }
 
 bool snapshot_file_writer::append(const void* data, size_t bytes) {
-  if (!out_ || !error_.empty()) return false;
+  if (!out_ || !error_.empty())
+    return false;
   sum_.add(data, bytes);
   length_ += bytes;
   if (auto r = out_->append(data, bytes); !r) {
@@ -70,16 +71,22 @@ result<snapshot_file_written> snapshot_file_writer::finish() {
   snapshot_file_written out{length_ + 24, sum_.finish()};
   uint64_t trailer[3] = {trailer_magic, length_, out.checksum};
   auto step = [&](result<ok_t> r) {
-    if (!r && error_.empty()) error_ = r.error();
+    if (!r && error_.empty())
+      error_ = r.error();
   };
-  if (out_ && error_.empty()) step(out_->append(trailer, sizeof trailer));
-  if (out_ && error_.empty()) step(out_->sync());
-  if (out_) step(out_->close());
+  if (out_ && error_.empty())
+    step(out_->append(trailer, sizeof trailer));
+  if (out_ && error_.empty())
+    step(out_->sync());
+  if (out_)
+    step(out_->close());
   bool opened = out_ != nullptr;
   out_.reset();
-  if (error_.empty()) step(env_.rename(tmp_, path_));
+  if (error_.empty())
+    step(env_.rename(tmp_, path_));
   if (!error_.empty()) {
-    if (opened) (void)env_.remove_file(tmp_);
+    if (opened)
+      (void)env_.remove_file(tmp_);
     return make_model_error(path_ + ": cannot write snapshot file: " + io_cause(error_));
   }
   return out;
@@ -114,8 +121,9 @@ result<mapped_file> mapped_file::open(const std::string& path, uint64_t expect_b
     return make_model_error(path + ": corrupted: checksum " + hex(f.checksum_)
                             + " does not match the recorded " + hex(trailer[2]));
   if (expect_checksum != 0 && f.checksum_ != expect_checksum)
-    return make_model_error(path + ": checksum " + hex(f.checksum_) + " differs from the manifest's "
-                            + hex(expect_checksum) + " (file replaced after the snapshot)");
+    return make_model_error(path + ": checksum " + hex(f.checksum_)
+                            + " differs from the manifest's " + hex(expect_checksum)
+                            + " (file replaced after the snapshot)");
   return f;
 }
 

@@ -16,9 +16,12 @@ constexpr uint32_t dim_max = 1u << 16;
 constexpr size_t name_max = 255;
 
 std::string name_problem(const std::string& name) {
-  if (name.empty()) return "an empty file name";
-  if (name.size() > name_max) return "a file name of " + std::to_string(name.size()) + " bytes";
-  if (name == "." || name == "..") return "the file name '" + name + "'";
+  if (name.empty())
+    return "an empty file name";
+  if (name.size() > name_max)
+    return "a file name of " + std::to_string(name.size()) + " bytes";
+  if (name == "." || name == "..")
+    return "the file name '" + name + "'";
   for (char c : name)
     if (c == '/' || c == '\\' || c == '\0')
       return "the file name '" + name + "' (not a plain name inside the snapshot directory)";
@@ -37,7 +40,8 @@ result<snapshot_manifest> decode(std::span<const std::byte> bytes) {
   snapshot_manifest m;
   m.sequence = in.getSequence();
   m.parent = in.getParent();
-  if (m.sequence == 0) return make_model_error("sequence 0 (snapshots are numbered from 1)");
+  if (m.sequence == 0)
+    return make_model_error("sequence 0 (snapshots are numbered from 1)");
   if (m.parent >= m.sequence)
     return make_model_error("parent " + std::to_string(m.parent) + " is not older than snapshot "
                             + std::to_string(m.sequence));
@@ -47,10 +51,11 @@ result<snapshot_manifest> decode(std::span<const std::byte> bytes) {
   m.precision = f.getPrecision().cStr();
   m.row_bytes = f.getRowBytes();
   if (m.dim == 0 || m.dim > dim_max)
-    return make_model_error("dim " + std::to_string(m.dim) + " is not in [1, " + std::to_string(dim_max) + "]");
+    return make_model_error("dim " + std::to_string(m.dim) + " is not in [1, "
+                            + std::to_string(dim_max) + "]");
   if (m.row_bytes < 2 * m.dim)
-    return make_model_error(std::to_string(m.row_bytes) + " bytes per row cannot hold " + std::to_string(m.dim)
-                            + " weights");
+    return make_model_error(std::to_string(m.row_bytes) + " bytes per row cannot hold "
+                            + std::to_string(m.dim) + " weights");
   std::set<std::string> names;
   for (auto e : in.getFiles()) {
     snapshot_file_info info;
@@ -72,7 +77,8 @@ result<snapshot_manifest> decode(std::span<const std::byte> bytes) {
 
 result<snapshot_manifest> snapshot_manifest_decode(std::span<const std::byte> bytes) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
-    return make_model_error(std::to_string(bytes.size()) + " bytes, not a whole number of 8-byte words");
+    return make_model_error(std::to_string(bytes.size())
+                            + " bytes, not a whole number of 8-byte words");
   if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(capnp::word) != 0)
     return make_model_error("not word-aligned");
   try {

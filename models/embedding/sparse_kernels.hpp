@@ -15,16 +15,16 @@ namespace satrap {
 // The optimizer settings a step needs, taken from embedding_options once.
 struct step_params {
   sparse_optimizer_kind kind = sparse_optimizer_kind::sgd;  // which formula
-  int dim = 0;                 // weights per row
-  float lr = 0.0f;             // learning rate (FTRL alpha)
-  float eps = 0.0f;            // denominator guard
-  float beta1 = 0.9f;          // Adam
-  float beta2 = 0.999f;        // Adam
-  float ftrl_beta = 1.0f;      // FTRL
-  float ftrl_l1 = 0.0f;        // FTRL
-  float ftrl_l2 = 0.0f;        // FTRL
-  float weight_decay = 0.0f;   // g += weight_decay * w
-  float clip = 0.0f;           // > 0: w clamped to [-clip, clip]
+  int dim = 0;                                              // weights per row
+  float lr = 0.0f;                                          // learning rate (FTRL alpha)
+  float eps = 0.0f;                                         // denominator guard
+  float beta1 = 0.9f;                                       // Adam
+  float beta2 = 0.999f;                                     // Adam
+  float ftrl_beta = 1.0f;                                   // FTRL
+  float ftrl_l1 = 0.0f;                                     // FTRL
+  float ftrl_l2 = 0.0f;                                     // FTRL
+  float weight_decay = 0.0f;                                // g += weight_decay * w
+  float clip = 0.0f;                                        // > 0: w clamped to [-clip, clip]
 
   static step_params of(const embedding_options& o);
 };
@@ -35,7 +35,7 @@ using f16_to_f32_fn = void (*)(const uint16_t* in, float* out, int n);
 using f32_to_f16_fn = void (*)(const float* in, uint16_t* out, int n);
 
 struct sparse_kernels {
-  const char* name = "";        // "scalar" or "avx2"
+  const char* name = "";  // "scalar" or "avx2"
   step_fn step = nullptr;
   f16_to_f32_fn to_f32 = nullptr;
   f32_to_f16_fn to_f16 = nullptr;

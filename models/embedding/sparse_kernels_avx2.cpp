@@ -30,11 +30,13 @@ SATRAP_AVX2 void sgd8(const step_params& p, float* w, const float* g) {
     __m256 ge = decayed8(_mm256_loadu_ps(g + d), wv, wd);
     _mm256_storeu_ps(w + d, _mm256_sub_ps(wv, _mm256_mul_ps(lr, ge)));
   }
-  for (; d < p.dim; ++d) w[d] -= p.lr * (g[d] + p.weight_decay * w[d]);
+  for (; d < p.dim; ++d)
+    w[d] -= p.lr * (g[d] + p.weight_decay * w[d]);
 }
 
 SATRAP_AVX2 void adagrad8(const step_params& p, float* w, float* acc, const float* g) {
-  __m256 lr = _mm256_set1_ps(p.lr), eps = _mm256_set1_ps(p.eps), wd = _mm256_set1_ps(p.weight_decay);
+  __m256 lr = _mm256_set1_ps(p.lr), eps = _mm256_set1_ps(p.eps),
+         wd = _mm256_set1_ps(p.weight_decay);
   int d = 0;
   for (; d + 8 <= p.dim; d += 8) {
     __m256 wv = _mm256_loadu_ps(w + d);
@@ -73,7 +75,8 @@ SATRAP_AVX2 void rowwise_adagrad8(const step_params& p, float* w, float* acc, co
     __m256 ge = decayed8(_mm256_loadu_ps(g + d), wv, wd);
     _mm256_storeu_ps(w + d, _mm256_sub_ps(wv, _mm256_div_ps(_mm256_mul_ps(lr, ge), dv)));
   }
-  for (; d < p.dim; ++d) w[d] -= p.lr * (g[d] + p.weight_decay * w[d]) / denom;
+  for (; d < p.dim; ++d)
+    w[d] -= p.lr * (g[d] + p.weight_decay * w[d]) / denom;
 }
 
 SATRAP_AVX2 void adam8(const step_params& p, float* w, float* state, const float* g) {
@@ -88,7 +91,8 @@ SATRAP_AVX2 void adam8(const step_params& p, float* w, float* state, const float
   float c1 = 1.0f - p.beta1, c2 = 1.0f - p.beta2;
   __m256 b1 = _mm256_set1_ps(p.beta1), b2 = _mm256_set1_ps(p.beta2), c1v = _mm256_set1_ps(c1),
          c2v = _mm256_set1_ps(c2), bc1v = _mm256_set1_ps(bc1), bc2v = _mm256_set1_ps(bc2),
-         lr = _mm256_set1_ps(p.lr), eps = _mm256_set1_ps(p.eps), wd = _mm256_set1_ps(p.weight_decay);
+         lr = _mm256_set1_ps(p.lr), eps = _mm256_set1_ps(p.eps),
+         wd = _mm256_set1_ps(p.weight_decay);
   int d = 0;
   for (; d + 8 <= p.dim; d += 8) {
     __m256 wv = _mm256_loadu_ps(w + d);
@@ -111,12 +115,14 @@ SATRAP_AVX2 void adam8(const step_params& p, float* w, float* state, const float
 }
 
 SATRAP_AVX2 void clip8(const step_params& p, float* w) {
-  if (p.clip <= 0.0f) return;
+  if (p.clip <= 0.0f)
+    return;
   __m256 hi = _mm256_set1_ps(p.clip), lo = _mm256_set1_ps(-p.clip);
   int d = 0;
   for (; d + 8 <= p.dim; d += 8)
     _mm256_storeu_ps(w + d, _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(w + d), lo), hi));
-  for (; d < p.dim; ++d) w[d] = w[d] < -p.clip ? -p.clip : (w[d] > p.clip ? p.clip : w[d]);
+  for (; d < p.dim; ++d)
+    w[d] = w[d] < -p.clip ? -p.clip : (w[d] > p.clip ? p.clip : w[d]);
 }
 
 SATRAP_AVX2 void step_avx2(const step_params& p, float* w, float* state, const float* g) {
@@ -133,8 +139,10 @@ SATRAP_AVX2 void step_avx2(const step_params& p, float* w, float* state, const f
 SATRAP_AVX2 void to_f32_avx2(const uint16_t* in, float* out, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i)
+    out[i] = _cvtsh_ss(in[i]);
 }
 
 SATRAP_AVX2 void to_f16_avx2(const float* in, uint16_t* out, int n) {
@@ -142,7 +150,8 @@ SATRAP_AVX2 void to_f16_avx2(const float* in, uint16_t* out, int n) {
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) out[i] = _cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT);
+  for (; i < n; ++i)
+    out[i] = _cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 }  // namespace

@@ -30,12 +30,15 @@ namespace {
 float decayed(const step_params& p, float g, float w) { return g + p.weight_decay * w; }
 
 void clip_row(const step_params& p, float* w) {
-  if (p.clip <= 0.0f) return;
-  for (int d = 0; d < p.dim; ++d) w[d] = std::min(std::max(w[d], -p.clip), p.clip);
+  if (p.clip <= 0.0f)
+    return;
+  for (int d = 0; d < p.dim; ++d)
+    w[d] = std::min(std::max(w[d], -p.clip), p.clip);
 }
 
 void sgd(const step_params& p, float* w, const float* g) {
-  for (int d = 0; d < p.dim; ++d) w[d] -= p.lr * decayed(p, g[d], w[d]);
+  for (int d = 0; d < p.dim; ++d)
+    w[d] -= p.lr * decayed(p, g[d], w[d]);
 }
 
 void adagrad(const step_params& p, float* w, float* acc, const float* g) {
@@ -60,7 +63,8 @@ void rowwise_adagrad(const step_params& p, float* w, float* acc, const float* g)
   }
   acc[0] += sum / static_cast<float>(p.dim);
   float denom = std::sqrt(acc[0]) + p.eps;
-  for (d = 0; d < p.dim; ++d) w[d] -= p.lr * decayed(p, g[d], w[d]) / denom;
+  for (d = 0; d < p.dim; ++d)
+    w[d] -= p.lr * decayed(p, g[d], w[d]) / denom;
 }
 
 void adam(const step_params& p, float* w, float* state, const float* g) {
@@ -93,11 +97,13 @@ void step_scalar(const step_params& p, float* w, float* state, const float* g) {
 }
 
 void to_f32_scalar(const uint16_t* in, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = f16_to_f32(in[i]);
+  for (int i = 0; i < n; ++i)
+    out[i] = f16_to_f32(in[i]);
 }
 
 void to_f16_scalar(const float* in, uint16_t* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = f32_to_f16(in[i]);
+  for (int i = 0; i < n; ++i)
+    out[i] = f32_to_f16(in[i]);
 }
 
 }  // namespace
@@ -127,7 +133,8 @@ const sparse_kernels& sparse_kernels_scalar() {
 
 const sparse_kernels& sparse_kernels_select(simd_choice choice) {
   if (choice == simd_choice::automatic)
-    if (const auto* k = sparse_kernels_avx2()) return *k;
+    if (const auto* k = sparse_kernels_avx2())
+      return *k;
   return sparse_kernels_scalar();
 }
 

@@ -82,8 +82,8 @@ result<file_entry> write_shard(const fs::path& out, uint32_t k, uint32_t first, 
     std::memcpy(weights.data() + r * row_bytes, row, row_bytes);
     ++r;
   });
-  uint64_t header[header_words] = {emb_magic, uint64_t(o.dim), layout.fp16 ? 1u : 0u, rows,
-                                   slots, first, last, row_bytes};
+  uint64_t header[header_words] = {
+    emb_magic, uint64_t(o.dim), layout.fp16 ? 1u : 0u, rows, slots, first, last, row_bytes};
   file_entry e;
   e.name = shard_file_name(k);
   e.first = first;
@@ -106,9 +106,8 @@ result<file_entry> write_shard(const fs::path& out, uint32_t k, uint32_t first, 
 }  // namespace
 
 result<uint64_t> export_model(const std::string& out, const exported_model_meta& meta,
-                              std::span<const float> dense_params,
-                              const std::string& snapshot_root, uint64_t sequence,
-                              uint32_t shards) {
+                              std::span<const float> dense_params, const std::string& snapshot_root,
+                              uint64_t sequence, uint32_t shards) {
   if (shards == 0 || shards > meta.partitions)
     return make_model_error("export shards: expected 1.." + std::to_string(meta.partitions)
                             + ", got " + std::to_string(shards));
@@ -135,8 +134,10 @@ result<uint64_t> export_model(const std::string& out, const exported_model_meta&
     auto done = w.finish();
     if (!done)
       return make_model_error(done.error());
-    j["dense"] = {{"name", "dense.bin"}, {"params", dense_params.size()},
-                  {"bytes", done->bytes}, {"checksum", done->checksum}};
+    j["dense"] = {{"name", "dense.bin"},
+                  {"params", dense_params.size()},
+                  {"bytes", done->bytes},
+                  {"checksum", done->checksum}};
   }
   uint64_t rows = 0;
   j["files"] = nlohmann::json::array();
@@ -148,8 +149,11 @@ result<uint64_t> export_model(const std::string& out, const exported_model_meta&
       return make_model_error(e.error());
     rows += e.value().rows;
     auto& fe = e.value();
-    j["files"].push_back({{"name", fe.name}, {"first_partition", fe.first},
-                          {"last_partition", fe.last}, {"rows", fe.rows}, {"bytes", fe.bytes},
+    j["files"].push_back({{"name", fe.name},
+                          {"first_partition", fe.first},
+                          {"last_partition", fe.last},
+                          {"rows", fe.rows},
+                          {"bytes", fe.bytes},
                           {"checksum", fe.checksum}});
   }
   j["rows"] = rows;

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 using namespace model_folder;
 
 result<std::shared_ptr<const exported_model>> exported_model::open(const std::string& dir,
-                                                                    std::vector<uint32_t> shards) {
+                                                                   std::vector<uint32_t> shards) {
   auto j = read_manifest(dir);
   if (!j)
     return make_model_error(j.error());
@@ -53,8 +53,8 @@ result<std::shared_ptr<const exported_model>> exported_model::open(const std::st
         continue;
       auto& e = files[k];
       auto name = (fs::path(dir) / e.at("name").get<std::string>()).string();
-      auto mf = mapped_file::open(name, e.at("bytes").get<uint64_t>(),
-                                  e.at("checksum").get<uint64_t>());
+      auto mf =
+        mapped_file::open(name, e.at("bytes").get<uint64_t>(), e.at("checksum").get<uint64_t>());
       if (!mf)
         return make_model_error(mf.error());
       const auto* h = reinterpret_cast<const uint64_t*>(mf->payload());
@@ -131,9 +131,8 @@ model_scorer::model_scorer(std::shared_ptr<const exported_model> model)
   std::copy(src.begin(), src.end(), dst.begin());
 }
 
-void model_scorer::score(int size, std::span<const uint32_t> offsets,
-                         std::span<const uint64_t> ids, std::span<const float> dense,
-                         float* logits) {
+void model_scorer::score(int size, std::span<const uint32_t> offsets, std::span<const uint64_t> ids,
+                         std::span<const float> dense, float* logits) {
   const int dim = model_->dim();
   auto dedup = dedup_ids(ids);
   rows_.resize(dedup.unique.size() * dim);

@@ -44,18 +44,18 @@ constexpr int exported_model_format = 1;
 
 // What an export says about its model (MODEL.json).
 struct exported_model_meta {
-  std::string name;                 // the job's name: the name requests address
-  std::string version;              // names the export in every response (default "step-<step>")
-  int64_t step = 0;                 // training steps behind it
-  uint64_t created_ns = 0;          // wall clock at export (orders exports in a watched folder)
-  dense_model_config network;       // type and shape of the dense network
+  std::string name;            // the job's name: the name requests address
+  std::string version;         // names the export in every response (default "step-<step>")
+  int64_t step = 0;            // training steps behind it
+  uint64_t created_ns = 0;     // wall clock at export (orders exports in a watched folder)
+  dense_model_config network;  // type and shape of the dense network
   pooling pool = pooling::sum;
-  embedding_options embedding;      // dim, init, init_scale, seed and precision matter here
-  uint32_t partitions = 4096;       // virtual partitions of the job
+  embedding_options embedding;  // dim, init, init_scale, seed and precision matter here
+  uint32_t partitions = 4096;   // virtual partitions of the job
   // The job's feature crosses (models/data/feature_cross.hpp): the last crosses.size() of the
   // network's slots are made from the others; a request gives the others only (input_slots).
   feature_crosses crosses;
-  std::string job_yaml;             // the job spec, stored as job.yaml
+  std::string job_yaml;  // the job spec, stored as job.yaml
 };
 
 // Writes a model folder from the dense parameters and the embedding snapshot `sequence` under
@@ -63,9 +63,8 @@ struct exported_model_meta {
 // shards by partition range. `out` must not exist or be empty. One export shard at a time is
 // restored in memory. Returns the rows written.
 result<uint64_t> export_model(const std::string& out, const exported_model_meta& meta,
-                              std::span<const float> dense_params,
-                              const std::string& snapshot_root, uint64_t sequence,
-                              uint32_t shards = 1);
+                              std::span<const float> dense_params, const std::string& snapshot_root,
+                              uint64_t sequence, uint32_t shards = 1);
 
 // The partition of an id: must equal runtime/partition_map.hpp's partition_of (tested).
 inline uint32_t exported_partition_of(uint64_t id, uint32_t partitions) {
@@ -125,7 +124,7 @@ struct score_input {
   int size = 0;
   std::vector<uint32_t> offsets;  // size*slots + 1
   std::vector<uint64_t> ids;
-  std::vector<float> dense;       // size x dense_features
+  std::vector<float> dense;  // size x dense_features
 };
 
 // Scores batches with one model: de-duplicates ids, looks up rows, pools them per bag exactly as

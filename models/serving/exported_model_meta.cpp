@@ -42,13 +42,20 @@ nlohmann::json meta_json(const exported_model_meta& m) {
     {"step", m.step},
     {"created_ns", m.created_ns},
     {"network",
-     {{"type", dense_model_type_name(n.type)}, {"dense_features", n.dense_features},
-      {"slots", n.slots}, {"dim", n.dim}, {"bottom", n.bottom}, {"top", n.top},
-      {"cross_layers", n.cross_layers}, {"interaction", interaction_name(n.interaction)}}},
+     {{"type", dense_model_type_name(n.type)},
+      {"dense_features", n.dense_features},
+      {"slots", n.slots},
+      {"dim", n.dim},
+      {"bottom", n.bottom},
+      {"top", n.top},
+      {"cross_layers", n.cross_layers},
+      {"interaction", interaction_name(n.interaction)}}},
     {"pooling", pooling_name(m.pool)},
     {"embedding",
-     {{"dim", m.embedding.dim}, {"init", init_name(m.embedding.init)},
-      {"init_scale", m.embedding.init_scale}, {"seed", m.embedding.seed},
+     {{"dim", m.embedding.dim},
+      {"init", init_name(m.embedding.init)},
+      {"init_scale", m.embedding.init_scale},
+      {"seed", m.embedding.seed},
       {"precision", m.embedding.precision == weight_precision::fp16 ? "fp16" : "fp32"}}},
     {"partitions", m.partitions},
     {"crosses", m.crosses},
@@ -103,8 +110,8 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
                                          : embedding_init_kind::uniform;
     m.embedding.init_scale = e.at("init_scale").get<float>();
     m.embedding.seed = e.at("seed").get<uint64_t>();
-    m.embedding.precision =
-      e.at("precision").get<std::string>() == "fp16" ? weight_precision::fp16 : weight_precision::fp32;
+    m.embedding.precision = e.at("precision").get<std::string>() == "fp16" ? weight_precision::fp16
+                                                                           : weight_precision::fp32;
     m.partitions = j.at("partitions").get<uint32_t>();
     if (j.contains("crosses"))  // exports from before feature crosses have none
       m.crosses = j.at("crosses").get<feature_crosses>();

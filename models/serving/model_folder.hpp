@@ -15,8 +15,8 @@
 namespace satrap::model_folder {
 
 inline constexpr uint64_t emb_magic = 0x3130424d45544153ULL;  // "SATEMB01" little-endian
-inline constexpr uint64_t empty_row = ~uint64_t{0};            // an empty slot's row number
-inline constexpr size_t header_words = 8;                      // uint64 words before the table
+inline constexpr uint64_t empty_row = ~uint64_t{0};           // an empty slot's row number
+inline constexpr size_t header_words = 8;                     // uint64 words before the table
 
 // MODEL.json's fields of `m` (the writer adds dense, files and rows).
 nlohmann::json meta_json(const exported_model_meta& m);

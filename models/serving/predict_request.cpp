@@ -57,7 +57,8 @@ predict_request_parse parse_predict_request(std::string_view body,
   predict_request_parse r;
   json doc = json::parse(body.begin(), body.end(), nullptr, false);
   if (doc.is_discarded()) {
-    r.error = "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": [[ids...], ...]}]}";
+    r.error =
+      "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": [[ids...], ...]}]}";
     return r;
   }
   if (!doc.is_object() || !doc.contains("instances")) {
@@ -111,8 +112,8 @@ predict_request_parse parse_predict_request(std::string_view body,
       for (size_t d = 0; d < nd; ++d) {
         const auto& v = (*it)[d];
         if (!v.is_number()) {
-          r.error = at(i) + ".dense[" + std::to_string(d) + "]: expected a number, got "
-                    + v.type_name();
+          r.error =
+            at(i) + ".dense[" + std::to_string(d) + "]: expected a number, got " + v.type_name();
           return r;
         }
         double f = v.get<double>();

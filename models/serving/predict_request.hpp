@@ -22,9 +22,9 @@
 namespace satrap {
 
 struct predict_request_limits {
-  int slots = 0;                        // the model's
-  int dense_features = 0;               // the model's
-  size_t max_instances = 4096;          // per request
+  int slots = 0;                // the model's
+  int dense_features = 0;       // the model's
+  size_t max_instances = 4096;  // per request
   size_t max_ids_per_bag = 65536;
 };
 

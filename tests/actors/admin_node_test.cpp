@@ -27,7 +27,8 @@ namespace {
 struct scratch_dir {
   fs::path path;
   explicit scratch_dir(const std::string& name) {
-    path = fs::temp_directory_path() / ("satrap-admin-node-" + name + "-" + std::to_string(::getpid()));
+    path =
+      fs::temp_directory_path() / ("satrap-admin-node-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -77,15 +78,18 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
   scratch_dir dir("spec");
   nlohmann::json table;
   table["jobs"] = nlohmann::json::array();
-  table["jobs"].push_back({{"id", "j1"}, {"name", "broken"}, {"state", "PENDING"},
+  table["jobs"].push_back({{"id", "j1"},
+                           {"name", "broken"},
+                           {"state", "PENDING"},
                            {"spec_yaml", "training: {train_batches: lots}\n"}});
   table["next_id"] = 2;
   std::ofstream(dir.path / "jobs.json") << table.dump();
   manifest m;
-  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
-                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
-                                   "resources: {cores: 2, memory: 4GiB}}\n",
-                                   "test", m));
+  REQUIRE_FALSE(
+    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                       "resources: {cores: 2, memory: 4GiB}}\n",
+                       "test", m));
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -93,13 +97,15 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
   ac.node_tokens["n0"] = "node-token";
   auto admin = spawn_admin(sys, ac);
   auto agent = spawn_node_agent(sys, {"n0"});
-  self->request(admin, std::chrono::seconds(10), register_atom::value,
-                node_info{"t", "v", "n0", agent, "node-token"})
+  self
+    ->request(admin, std::chrono::seconds(10), register_atom::value,
+              node_info{"t", "v", "n0", agent, "node-token"})
     .receive([](std::string&) {}, [](caf::error& e) { FAIL(error_text(e)); });
   job_record got;
   for (int i = 0; i < 100 && !job_state_final(got.state); ++i) {
-    self->request(admin, std::chrono::seconds(10), get_atom::value, std::string("token"),
-                  std::string("j1"))
+    self
+      ->request(admin, std::chrono::seconds(10), get_atom::value, std::string("token"),
+                std::string("j1"))
       .receive([&](job_record& r) { got = r; }, [](caf::error& e) { FAIL(error_text(e)); });
     if (!job_state_final(got.state))
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -116,10 +122,11 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
 TEST_CASE("admin: a job that cannot fit the cluster is refused at submission") {
   scratch_dir dir("fit");
   manifest m;
-  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
-                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
-                                   "resources: {cores: 16, memory: 64GiB}}\n",
-                                   "test", m));
+  REQUIRE_FALSE(
+    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                       "resources: {cores: 16, memory: 64GiB}}\n",
+                       "test", m));
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -132,9 +139,13 @@ TEST_CASE("admin: a job that cannot fit the cluster is refused at submission") {
                [&](caf::error& e) { out = error_text(e); });
     return out;
   };
-  CHECK(submit("placement: {shards: 4096, partitions: 4096}\n").find("plan does not fit") != std::string::npos);
-  CHECK(submit("model: {embedding: {admission: count_min, sketch_width: 1073741824, sketch_depth: 16}}\n")
-          .find("plan does not fit") != std::string::npos);
+  CHECK(submit("placement: {shards: 4096, partitions: 4096}\n").find("plan does not fit")
+        != std::string::npos);
+  CHECK(
+    submit(
+      "model: {embedding: {admission: count_min, sketch_width: 1073741824, sketch_depth: 16}}\n")
+      .find("plan does not fit")
+    != std::string::npos);
   CHECK(submit("training: {batch_size: 1048576}\n").find("expected at most") != std::string::npos);
   CHECK(submit("name: fits\n").rfind("id ", 0) == 0);
   self->send_exit(admin, caf::exit_reason::user_shutdown);
@@ -152,8 +163,9 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
   std::ofstream(dir.path / "train.libsvm") << lines;
   std::ofstream(dir.path / "test.libsvm") << lines;
   auto raw_yaml = [&](const std::string& name) {
-    return "name: " + name + "\ndata:\n  source: libsvm\n  train_files: [" + (dir.path / "train.libsvm").string()
-           + "]\n  test_files: [" + (dir.path / "test.libsvm").string() + "]\n  field_starts: [0, 10]\n"
+    return "name: " + name + "\ndata:\n  source: libsvm\n  train_files: ["
+           + (dir.path / "train.libsvm").string() + "]\n  test_files: ["
+           + (dir.path / "test.libsvm").string() + "]\n  field_starts: [0, 10]\n"
            + "  cache_dir: " + (dir.path / ("cache-" + name)).string()
            + "\ntraining: {batch_size: 16, train_batches: 4, test_batches: 1}\n";
   };
@@ -176,9 +188,11 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
   auto agent = spawn_node_agent(sys, nc);
   auto spawn_loader = [&](const std::string& name) {
     data_loader_actor loader;
-    self->request(agent, std::chrono::seconds(60), spawn_atom::value, loader_atom::value,
-                  job_yaml(name), int32_t{0}, std::vector<gradient_aggregator_actor>{})
-      .receive([&](data_loader_actor& h) { loader = h; }, [](caf::error& e) { FAIL(error_text(e)); });
+    self
+      ->request(agent, std::chrono::seconds(60), spawn_atom::value, loader_atom::value,
+                job_yaml(name), int32_t{0}, std::vector<gradient_aggregator_actor>{})
+      .receive([&](data_loader_actor& h) { loader = h; },
+               [](caf::error& e) { FAIL(error_text(e)); });
     REQUIRE(loader);
     return loader;
   };
@@ -199,7 +213,8 @@ TEST_CASE("node agent: an old job's file data is unmapped once newer jobs replac
 }
 
 // Issue 42: job_record's fields are listed once (job_record_fields); the JSON both ways walks it.
-TEST_CASE("job_record: every field round-trips through jobs.json's JSON - unknown results are null") {
+TEST_CASE(
+  "job_record: every field round-trips through jobs.json's JSON - unknown results are null") {
   job_record j;
   j.id = "j7";
   j.name = "n";
@@ -214,8 +229,8 @@ TEST_CASE("job_record: every field round-trips through jobs.json's JSON - unknow
   j.samples_per_sec = 7.5;
   j.loss = 0.25;
   j.running_auc = 0.5;
-  j.test_auc = 0.75;           // known
-  j.oracle_auc = -1;           // not known: null
+  j.test_auc = 0.75;  // known
+  j.oracle_auc = -1;  // not known: null
   j.test_logloss = 0.125;
   j.restarts = 8;
   j.head_restarts = 9;
@@ -254,10 +269,11 @@ TEST_CASE("job_record: every field round-trips through jobs.json's JSON - unknow
 // Issue 42: refusals are typed (admin_refusal from the error's code), not told by their text.
 TEST_CASE("admin: refusals are typed - a wrong token is unauthorized, a missing job a conflict") {
   manifest m;
-  REQUIRE_FALSE(manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
-                                   "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
-                                   "resources: {cores: 2, memory: 4GiB}}\n",
-                                   "test", m));
+  REQUIRE_FALSE(
+    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                       "resources: {cores: 2, memory: 4GiB}}\n",
+                       "test", m));
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -295,14 +311,16 @@ TEST_CASE("admin: an embedded admin runs a job to its result - the table goes th
   ac.embedded.on = true;
   auto admin = spawn_admin(sys, ac);
   auto spec = job_spec_defaults();
-  REQUIRE_FALSE(job_spec_load_text("name: tiny\ndata:\n  synthetic: {slots: 4, vocab: 2000}\n"
-                                   "training: {batch_size: 64, train_batches: 40, test_batches: 4}\n"
-                                   "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 2}\n",
-                                   "test", spec));
+  REQUIRE_FALSE(
+    job_spec_load_text("name: tiny\ndata:\n  synthetic: {slots: 4, vocab: 2000}\n"
+                       "training: {batch_size: 64, train_batches: 40, test_batches: 4}\n"
+                       "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 2}\n",
+                       "test", spec));
   REQUIRE_FALSE(job_spec_finalize(spec));
   job_result got;
-  self->request(admin, std::chrono::seconds(60), run_atom::value, std::string("token"),
-                job_spec_to_yaml(spec))
+  self
+    ->request(admin, std::chrono::seconds(60), run_atom::value, std::string("token"),
+              job_spec_to_yaml(spec))
     .receive([&](job_result& r) { got = std::move(r); },
              [](caf::error& e) { FAIL(error_text(e)); });
   CHECK(got.samples == 40 * 64);
@@ -320,8 +338,9 @@ TEST_CASE("admin: an embedded admin runs a job to its result - the table goes th
   CHECK(nlohmann::json::parse(table.value()).at("jobs").at(0).at("name") == "tiny");
   CHECK_FALSE(fs::exists("/state/jobs.json"));
   // Only this process may ask for a job's whole result; from here it is, with the token checked.
-  self->request(admin, std::chrono::seconds(10), run_atom::value, std::string("bad"),
-                job_spec_to_yaml(spec))
+  self
+    ->request(admin, std::chrono::seconds(10), run_atom::value, std::string("bad"),
+              job_spec_to_yaml(spec))
     .receive([](job_result&) { FAIL("not refused"); },
              [](caf::error& e) { CHECK(refusal_of(e) == admin_refusal::unauthorized); });
   self->send_exit(admin, caf::exit_reason::user_shutdown);

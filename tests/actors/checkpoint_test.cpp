@@ -68,25 +68,28 @@ struct step_crash {
 // the linked real shard too) as `crash` says.
 embedding_shard_actor spawn_crashing_shard(caf::actor_system& sys, embedding_shard_actor real,
                                            step_crash crash) {
-  return sys.spawn([=](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
-    self->link_to(real);
-    return {
-      [=](lookup_atom a, capnp_payload& p) { return self->delegate(real, a, std::move(p)); },
-      [=](update_atom a, capnp_payload& p) -> caf::result<int64_t> {
-        auto v = decode_embedding_gradients(p, crash.dim);
-        if (v && v->batch / crash.trainers >= crash.step && !crash.crashed->exchange(true)) {
-          self->quit(caf::exit_reason::unhandled_exception);
-          return make_error(errc::peer_failure, "crashed");
-        }
-        return self->delegate(real, a, std::move(p));
-      },
-      [=](stats_atom a) { return self->delegate(real, a); },
-      [=](snapshot_atom a, std::string& d, uint64_t q, bool f) {
-        return self->delegate(real, a, std::move(d), q, f);
-      },
-      [=](restore_atom a, std::string& d, uint64_t q) { return self->delegate(real, a, std::move(d), q); },
-    };
-  });
+  return sys.spawn(
+    [=](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
+      self->link_to(real);
+      return {
+        [=](lookup_atom a, capnp_payload& p) { return self->delegate(real, a, std::move(p)); },
+        [=](update_atom a, capnp_payload& p) -> caf::result<int64_t> {
+          auto v = decode_embedding_gradients(p, crash.dim);
+          if (v && v->batch / crash.trainers >= crash.step && !crash.crashed->exchange(true)) {
+            self->quit(caf::exit_reason::unhandled_exception);
+            return make_error(errc::peer_failure, "crashed");
+          }
+          return self->delegate(real, a, std::move(p));
+        },
+        [=](stats_atom a) { return self->delegate(real, a); },
+        [=](snapshot_atom a, std::string& d, uint64_t q, bool f) {
+          return self->delegate(real, a, std::move(d), q, f);
+        },
+        [=](restore_atom a, std::string& d, uint64_t q) {
+          return self->delegate(real, a, std::move(d), q);
+        },
+      };
+    });
 }
 
 // A node agent for the test: spawns through a real agent and keeps the shards' handles, so the
@@ -110,16 +113,17 @@ node_agent_actor spawn_recording_agent(caf::actor_system& sys,
     return {
       [=](spawn_atom a, shard_atom r, const std::string& y, int32_t i) {
         auto rp = self->make_response_promise<embedding_shard_actor>();
-        self->request(real, d, a, r, y, i).then(
-          [=](embedding_shard_actor& h) mutable {
-            if (i == crash.shard && !*wrapped) {
-              *wrapped = true;
-              h = spawn_crashing_shard(self->system(), h, crash);
-            }
-            self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
-            rp.deliver(std::move(h));
-          },
-          [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        self->request(real, d, a, r, y, i)
+          .then(
+            [=](embedding_shard_actor& h) mutable {
+              if (i == crash.shard && !*wrapped) {
+                *wrapped = true;
+                h = spawn_crashing_shard(self->system(), h, crash);
+              }
+              self->state.shards->push_back(caf::actor_cast<caf::actor>(h));
+              rp.deliver(std::move(h));
+            },
+            [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
         return rp;
       },
       [=](spawn_atom a, aggregator_atom r, const std::string& y, int32_t i,
@@ -139,7 +143,6 @@ node_agent_actor spawn_recording_agent(caf::actor_system& sys,
     };
   });
 }
-
 
 // Crashes shard `shard` of the first generation (as if it threw) once `when(progress)` holds.
 // (A `kill` from outside would be fatal to its linked supervisor too: CAF 0.17 does not let an
@@ -181,8 +184,8 @@ job_run run_job(job_spec spec, const crash_plan* crash, const step_crash* at_ste
       }
     };
   }
-  auto sup = config.nodes.empty() ? spawn_embedded_job(sys, config)
-                                  : spawn_job_supervisor(sys, config);
+  auto sup =
+    config.nodes.empty() ? spawn_embedded_job(sys, config) : spawn_job_supervisor(sys, config);
   caf::scoped_actor self{sys};
   self->request(sup, caf::infinite, run_atom::value)
     .receive([&](job_result& r) { out.result = std::move(r); },
@@ -258,7 +261,8 @@ TEST_CASE("a damaged dense state is refused with the file named") {
   REQUIRE(latest);
   REQUIRE(latest->has_value());
   {
-    std::fstream f(tmp.path / (*latest)->dense_file, std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(tmp.path / (*latest)->dense_file,
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);
     f.put('\x7f');
   }
@@ -303,7 +307,7 @@ TEST_CASE("restart intensity: at most R restarts within any window of T") {
   steady_clock::time_point t0{};
   CHECK(ri.allow(t0));
   CHECK(ri.allow(t0 + seconds(1)));
-  CHECK(!ri.allow(t0 + seconds(2)));   // a third within 10 s
+  CHECK(!ri.allow(t0 + seconds(2)));           // a third within 10 s
   CHECK(ri.allow(t0 + milliseconds(10500)));   // the first has left the window
   CHECK(!ri.allow(t0 + milliseconds(10500)));  // the second has not
   CHECK(ri.total() == 3);
@@ -311,8 +315,8 @@ TEST_CASE("restart intensity: at most R restarts within any window of T") {
   CHECK(!never.allow(t0));
 }
 
-
-TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and the job ends well") {
+TEST_CASE(
+  "a shard that crashes mid-training is restored from the checkpoint and the job ends well") {
   temp_dir tmp;
   auto spec = ckpt_job(tmp.path.string());
   spec.training.train_batches = 160;
@@ -333,7 +337,7 @@ TEST_CASE("a shard that crashes mid-training is restored from the checkpoint and
   CHECK(out->restarts == 1);
   REQUIRE(out->failures.size() == 1);
   CHECK(out->failures[0].find("failed") != std::string::npos);
-  CHECK(out->batches_replayed > 0);   // the steps after the checkpoint were trained again
+  CHECK(out->batches_replayed > 0);             // the steps after the checkpoint were trained again
   CHECK(out->samples == undisturbed->samples);  // and counted once
   CHECK(out->step_losses.size() == undisturbed->step_losses.size());
   CHECK(std::abs(out->test_auc - undisturbed->test_auc) < 0.003);

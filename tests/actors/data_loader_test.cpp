@@ -29,7 +29,8 @@ struct id_sink {
 
 }  // namespace
 
-TEST_CASE("data loader: read-ahead answers each fetch, replays and test batches included, as a fetch without it") {
+TEST_CASE(
+  "data loader: read-ahead answers each fetch, replays and test batches included, as a fetch without it") {
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -55,9 +56,11 @@ TEST_CASE("data loader: read-ahead answers each fetch, replays and test batches 
   for (auto [n, split] : fetches) {
     capnp_payload a, b;
     self->request(plain, std::chrono::seconds(10), fetch_atom::value, n, split)
-      .receive([&](capnp_payload& p) { a = std::move(p); }, [&](caf::error& e) { FAIL(error_text(e)); });
+      .receive([&](capnp_payload& p) { a = std::move(p); },
+               [&](caf::error& e) { FAIL(error_text(e)); });
     self->request(ahead, std::chrono::seconds(10), fetch_atom::value, n, split)
-      .receive([&](capnp_payload& p) { b = std::move(p); }, [&](caf::error& e) { FAIL(error_text(e)); });
+      .receive([&](capnp_payload& p) { b = std::move(p); },
+               [&](caf::error& e) { FAIL(error_text(e)); });
     INFO("batch ", n, " split ", int{split});
     CHECK(a.bytes.size() > 0);
     CHECK(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end()));

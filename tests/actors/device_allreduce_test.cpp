@@ -36,7 +36,8 @@ struct fake_fabric {
 
 class fake_comm final : public device_comm {
  public:
-  fake_comm(fake_fabric& f, std::string id, int32_t rank) : f_(f), id_(std::move(id)), rank_(rank) {}
+  fake_comm(fake_fabric& f, std::string id, int32_t rank)
+      : f_(f), id_(std::move(id)), rank_(rank) {}
   ~fake_comm() override { abort(); }
 
   caf::expected<bool> joined() override {
@@ -171,7 +172,8 @@ TEST_CASE("device all-reduce: rank 0's id reaches every rank, joins are polled, 
   }
 }
 
-TEST_CASE("device all-reduce: stale ids are dropped, a newer generation aborts the old communicator") {
+TEST_CASE(
+  "device all-reduce: stale ids are dropped, a newer generation aborts the old communicator") {
   std::mt19937_64 rng(7);
   fake_fabric fabric;
   std::vector<device_allreduce> ranks;

@@ -58,7 +58,8 @@ struct fixture {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "shard: lookup gives initial rows, update applies SGD, peek inserts nothing") {
+TEST_CASE_FIXTURE(fixture,
+                  "shard: lookup gives initial rows, update applies SGD, peek inserts nothing") {
   embedding_shard_config c;
   c.embedding.dim = 2;
   c.embedding.optimizer = sparse_optimizer_kind::sgd;
@@ -73,11 +74,11 @@ TEST_CASE_FIXTURE(fixture, "shard: lookup gives initial rows, update applies SGD
   REQUIRE(before.size() == 4);
   CHECK(before[2] == init[0]);
   CHECK(before[3] == init[1]);
-  self->request(shard, std::chrono::seconds(10), update_atom::value,
-                gradients({12}, {1.0f, -2.0f}, 2))
+  self
+    ->request(shard, std::chrono::seconds(10), update_atom::value,
+              gradients({12}, {1.0f, -2.0f}, 2))
     .receive([&](int64_t rows) { CHECK(rows == 1); }, [&](caf::error& e) { FAIL(error_text(e)); });
-  self->request(shard, std::chrono::seconds(10), lookup_atom::value,
-                lookup_request({12, 99}, true))
+  self->request(shard, std::chrono::seconds(10), lookup_atom::value, lookup_request({12, 99}, true))
     .receive([&](capnp_payload& p) { after = rows_of(p); },
              [&](caf::error& e) { FAIL(error_text(e)); });
   CHECK(after[0] == doctest::Approx(init[0] - 0.5f));
@@ -93,7 +94,8 @@ TEST_CASE_FIXTURE(fixture, "shard: lookup gives initial rows, update applies SGD
   self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are refused, not dropped") {
+TEST_CASE_FIXTURE(fixture,
+                  "aggregator: gradients of a batch it never saw are refused, not dropped") {
   gradient_aggregator_config c;
   c.dim = 2;
   c.shards.push_back(spawn_embedding_shard(sys, embedding_shard_config{}));
@@ -107,10 +109,9 @@ TEST_CASE_FIXTURE(fixture, "aggregator: gradients of a batch it never saw are re
   g.setDim(2);
   g.setValues(data_of(std::vector<float>{1.0f, 2.0f}));
   self->request(agg, std::chrono::seconds(10), grads_atom::value, payload_encode(mb))
-    .receive([&](int64_t) { FAIL("accepted gradients of an unknown batch"); },
-             [&](caf::error& e) {
-               CHECK(error_text(e).find("unknown batch 77") != std::string::npos);
-             });
+    .receive(
+      [&](int64_t) { FAIL("accepted gradients of an unknown batch"); },
+      [&](caf::error& e) { CHECK(error_text(e).find("unknown batch 77") != std::string::npos); });
   self->send_exit(agg, caf::exit_reason::user_shutdown);
   self->send_exit(c.shards[0], caf::exit_reason::user_shutdown);
 }
@@ -134,23 +135,27 @@ TEST_CASE_FIXTURE(fixture, "aggregator: a dead shard fails the pooled request wi
   self->send_exit(agg, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_FIXTURE(fixture, "aggregator: a shard that never answers fails the pooled request at the timeout") {
+TEST_CASE_FIXTURE(
+  fixture, "aggregator: a shard that never answers fails the pooled request at the timeout") {
   // A shard that takes lookups and never replies (it keeps the promises, so none is dropped).
   auto held = std::make_shared<std::vector<caf::typed_response_promise<capnp_payload>>>();
-  auto silent = sys.spawn([held](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
-    return {
-      [self, held](lookup_atom, const capnp_payload&) -> caf::result<capnp_payload> {
-        held->push_back(self->make_response_promise<capnp_payload>());
-        return held->back();
-      },
-      [](update_atom, const capnp_payload&) -> caf::result<int64_t> { return int64_t{0}; },
-      [](stats_atom) -> caf::result<shard_stats> { return shard_stats{}; },
-      [](snapshot_atom, const std::string&, uint64_t, bool) -> caf::result<shard_snapshot_info> {
-        return shard_snapshot_info{};
-      },
-      [](restore_atom, const std::string&, uint64_t) -> caf::result<int64_t> { return int64_t{0}; },
-    };
-  });
+  auto silent =
+    sys.spawn([held](embedding_shard_actor::pointer self) -> embedding_shard_actor::behavior_type {
+      return {
+        [self, held](lookup_atom, const capnp_payload&) -> caf::result<capnp_payload> {
+          held->push_back(self->make_response_promise<capnp_payload>());
+          return held->back();
+        },
+        [](update_atom, const capnp_payload&) -> caf::result<int64_t> { return int64_t{0}; },
+        [](stats_atom) -> caf::result<shard_stats> { return shard_stats{}; },
+        [](snapshot_atom, const std::string&, uint64_t, bool) -> caf::result<shard_snapshot_info> {
+          return shard_snapshot_info{};
+        },
+        [](restore_atom, const std::string&, uint64_t) -> caf::result<int64_t> {
+          return int64_t{0};
+        },
+      };
+    });
   gradient_aggregator_config c;
   c.dim = 2;
   c.shards.push_back(silent);
@@ -185,14 +190,16 @@ TEST_CASE_FIXTURE(fixture, "shard: a malformed lookup or update is answered with
                CHECK(e.code() == static_cast<uint8_t>(errc::invalid_payload));
                CHECK(error_text(e).find("ids has 12 bytes") != std::string::npos);
              });
-  self->request(shard, std::chrono::seconds(10), update_atom::value,
-                gradients({12, 13}, {1.0f, -2.0f, 3.0f}, 2))  // 3 floats for 2 ids of dim 2
+  self
+    ->request(shard, std::chrono::seconds(10), update_atom::value,
+              gradients({12, 13}, {1.0f, -2.0f, 3.0f}, 2))  // 3 floats for 2 ids of dim 2
     .receive([&](int64_t) { FAIL("a short gradient was applied"); },
              [&](caf::error& e) {
                CHECK(error_text(e).find("grads has 3 values, expected 4") != std::string::npos);
              });
-  self->request(shard, std::chrono::seconds(10), update_atom::value,
-                gradients({12}, {1.0f, -2.0f, 3.0f}, 3))  // dim 3 into a table of dim 2
+  self
+    ->request(shard, std::chrono::seconds(10), update_atom::value,
+              gradients({12}, {1.0f, -2.0f, 3.0f}, 3))  // dim 3 into a table of dim 2
     .receive([&](int64_t) { FAIL("a gradient of another dim was applied"); },
              [&](caf::error& e) {
                CHECK(error_text(e).find("dim is 3, expected 2") != std::string::npos);
@@ -204,7 +211,8 @@ TEST_CASE_FIXTURE(fixture, "shard: a malformed lookup or update is answered with
   self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_FIXTURE(fixture, "aggregator: malformed ids fail the pooled request, bad gradients are refused") {
+TEST_CASE_FIXTURE(fixture,
+                  "aggregator: malformed ids fail the pooled request, bad gradients are refused") {
   gradient_aggregator_config c;
   c.dim = 2;
   embedding_shard_config sc;

@@ -5,7 +5,8 @@
 
 using namespace satrap;
 
-TEST_CASE("a trainer's BLAS threads: auto by the dense network and the process's cores, or as set") {
+TEST_CASE(
+  "a trainer's BLAS threads: auto by the dense network and the process's cores, or as set") {
   auto spec = job_spec_defaults();  // the default job: a linear top, ~1k dense parameters
   CHECK(trainer_config(spec, 0, {}, {}, {}, 2).blas_threads == 1);
   spec.model.network.slots = 26;  // the Kaggle DLRM shape of train_vs_torch.sh

@@ -27,8 +27,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 text_format_options parse_format(const std::string& name, const std::string& layout) {
   text_format_options o;
-  o.format = name == "criteo" ? text_format::criteo
-             : name == "libffm" ? text_format::libffm : text_format::libsvm;
+  o.format = name == "criteo"   ? text_format::criteo
+             : name == "libffm" ? text_format::libffm
+                                : text_format::libsvm;
   if (layout.find(',') != std::string::npos) {
     std::stringstream ss(layout);
     std::string item;
@@ -61,8 +62,9 @@ int main(int argc, char** argv) {
       parsed += parse_text_line(line, o.format, sample) ? 0 : 1;
   }
   double parse_s = seconds_since(t);
-  o.cache_root = (std::filesystem::temp_directory_path()
-                  / ("satrap-cache-bench-" + std::to_string(::getpid()))).string();
+  o.cache_root =
+    (std::filesystem::temp_directory_path() / ("satrap-cache-bench-" + std::to_string(::getpid())))
+      .string();
   t = std::chrono::steady_clock::now();
   auto cache = dataset_cache_build(o);
   double convert_s = seconds_since(t);
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
   }
   // (one sample held out: a split may not be empty)
   auto opened = file_source::open(cache->dir, "", {.test_fraction = 1e-9});
-  auto opened_in_order = file_source::open(cache->dir, "", {.shuffle = false, .test_fraction = 1e-9});
+  auto opened_in_order =
+    file_source::open(cache->dir, "", {.shuffle = false, .test_fraction = 1e-9});
   if (!opened || !opened_in_order) {
     std::fprintf(stderr, "%s\n", (opened ? opened_in_order : opened).error().c_str());
     return 1;
@@ -91,9 +94,10 @@ int main(int argc, char** argv) {
   double read_s = epoch(*src);
   double ordered_s = epoch(*opened_in_order.value());
   std::filesystem::remove_all(o.cache_root);
-  std::printf("samples=%lld text_parse_s=%.3f convert_s=%.3f cache_epoch_s=%.3f "
-              "cache_epoch_unshuffled_s=%.3f\n", static_cast<long long>(parsed), parse_s, convert_s,
-              read_s, ordered_s);
+  std::printf(
+    "samples=%lld text_parse_s=%.3f convert_s=%.3f cache_epoch_s=%.3f "
+    "cache_epoch_unshuffled_s=%.3f\n",
+    static_cast<long long>(parsed), parse_s, convert_s, read_s, ordered_s);
   std::printf("ratio=%.1f  (text parse per epoch / cache read per epoch)\n", parse_s / read_s);
   return 0;
 }

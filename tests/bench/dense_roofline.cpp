@@ -85,7 +85,8 @@ struct buffers {
   float* make(size_t n, std::mt19937& rng) {
     std::normal_distribution<float> d(0.0f, 0.5f);
     store.emplace_back(n);
-    for (float& v : store.back()) v = d(rng);
+    for (float& v : store.back())
+      v = d(rng);
     return store.back().data();
   }
 };
@@ -118,28 +119,47 @@ std::vector<gemm_call> model_gemms(const shape& s, buffers& buf, std::mt19937& r
       const double f = 2.0 * n * in * out;
       const std::string tag = std::string(tower) + std::to_string(in) + "x" + std::to_string(out);
       if (out == 1) {
-        calls.push_back({tag + ":fwd", f, [=] {
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, in, 1.0f, x, in, w, 1, 1.0f, y, 1); }, {}});
-        calls.push_back({tag + ":dw", f, [=] {
-          cblas_sgemv(CblasRowMajor, CblasTrans, n, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1); }, {}});
+        calls.push_back(
+          {tag + ":fwd",
+           f,
+           [=] { cblas_sgemv(CblasRowMajor, CblasNoTrans, n, in, 1.0f, x, in, w, 1, 1.0f, y, 1); },
+           {}});
+        calls.push_back(
+          {tag + ":dw",
+           f,
+           [=] { cblas_sgemv(CblasRowMajor, CblasTrans, n, in, 1.0f, x, in, dy, 1, 0.0f, dw, 1); },
+           {}});
         if (i > 0 || first_has_dx)
-          calls.push_back({tag + ":dx", f, [=] {
-            for (int r = 0; r < n; ++r)
-              for (int k = 0; k < in; ++k) dx[size_t(r) * in + k] = dy[r] * w[k];
-          }, {}});
+          calls.push_back({tag + ":dx",
+                           f,
+                           [=] {
+                             for (int r = 0; r < n; ++r)
+                               for (int k = 0; k < in; ++k)
+                                 dx[size_t(r) * in + k] = dy[r] * w[k];
+                           },
+                           {}});
         continue;
       }
       float* wt = buf.make(size_t(out) * in, rng);  // W^T, as linear_forward_relu writes it
-      calls.push_back({tag + ":fwd", f, [=] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f,
-                    y, out); }, [=] { linear_gemm_y(n, in, out, x, w, wt, y); }});
-      calls.push_back({tag + ":dw", f, [=] {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in,
-                    0.0f, dw, in); }, [=] { linear_gemm_dw(n, in, out, x, dy, dw); }});
+      calls.push_back({tag + ":fwd", f,
+                       [=] {
+                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x,
+                                     in, w, in, 1.0f, y, out);
+                       },
+                       [=] { linear_gemm_y(n, in, out, x, w, wt, y); }});
+      calls.push_back({tag + ":dw", f,
+                       [=] {
+                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy,
+                                     out, x, in, 0.0f, dw, in);
+                       },
+                       [=] { linear_gemm_dw(n, in, out, x, dy, dw); }});
       if (i > 0 || first_has_dx)
-        calls.push_back({tag + ":dx", f, [=] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
-                      0.0f, dx, in); }, [=] { linear_gemm_dx(n, in, out, dy, w, dx); }});
+        calls.push_back({tag + ":dx", f,
+                         [=] {
+                           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f,
+                                       dy, out, w, in, 0.0f, dx, in);
+                         },
+                         [=] { linear_gemm_dx(n, in, out, dy, w, dx); }});
     }
   };
   add_layers("bottom", layers(m.bottom, m.dense_features, m.dim), false);
@@ -149,8 +169,8 @@ std::vector<gemm_call> model_gemms(const shape& s, buffers& buf, std::mt19937& r
 
 double interaction_flops(const dense_model_config& m) {
   const double n = m.slots + 1;
-  return 2.0 * n * (n - 1) / 2 * m.dim   // forward dots
-         + 2.0 * n * n * m.dim;          // backward: each vector's gradient, a weighted sum of n
+  return 2.0 * n * (n - 1) / 2 * m.dim  // forward dots
+         + 2.0 * n * n * m.dim;         // backward: each vector's gradient, a weighted sum of n
 }
 
 // The calling thread's CPU time. (Until 2026-12-02 the whole process's: that counted OpenBLAS's
@@ -187,10 +207,12 @@ timing time_per_call(const std::function<void()>& f, double min_s) {
 // thread, as linear.cpp makes them) once per round, `rounds` rounds; wall clock from a common start
 // to the later finish. What the machine's two cores give to the batch split (batch_split.hpp):
 // each thread runs half the batch's GEMMs.
-double concurrent_round(const std::vector<gemm_call>& a, const std::vector<gemm_call>& b, int rounds) {
+double concurrent_round(const std::vector<gemm_call>& a, const std::vector<gemm_call>& b,
+                        int rounds) {
   auto run = [rounds](const std::vector<gemm_call>& calls) {
     for (int r = 0; r < rounds; ++r)
-      for (auto& c : calls) (c.blocked ? c.blocked : c.run)();
+      for (auto& c : calls)
+        (c.blocked ? c.blocked : c.run)();
   };
   run(a);  // warm
   run(b);
@@ -216,7 +238,8 @@ void run_shape(const shape& s, int reps, double min_s) {
   buffers buf_a, buf_b;
   auto calls_a = model_gemms(half, buf_a, rng), calls_b = model_gemms(half, buf_b, rng);
   double gemm_flops = 0;
-  for (auto& c : calls) gemm_flops += c.flops;
+  for (auto& c : calls)
+    gemm_flops += c.flops;
   const double flops_per_sample = gemm_flops / s.batch + interaction_flops(s.model);
 
   // The dense step's inputs: dense features, pooled embeddings, labels.
@@ -229,8 +252,10 @@ void run_shape(const shape& s, int reps, double min_s) {
   dense_optimizer split_optimizer(s.optimizer, split.params().size());
   float* dense = buf.make(size_t(s.batch) * m.dense_features, rng);
   float* pooled = buf.make(size_t(s.batch) * m.slots * m.dim, rng);
-  std::vector<float> labels(s.batch), logits(s.batch), pooled_grad(size_t(s.batch) * m.slots * m.dim);
-  for (int i = 0; i < s.batch; ++i) labels[i] = float(rng() & 1);
+  std::vector<float> labels(s.batch), logits(s.batch),
+    pooled_grad(size_t(s.batch) * m.slots * m.dim);
+  for (int i = 0; i < s.batch; ++i)
+    labels[i] = float(rng() & 1);
   auto step = [&] {
     model->forward_backward(s.batch, dense, pooled, labels.data(), 1.0f / float(s.batch),
                             logits.data(), pooled_grad.data());
@@ -269,14 +294,17 @@ void run_shape(const shape& s, int reps, double min_s) {
         if (threads == 1) {
           per_call[c].push_back(t.cpu);
           double b = t.cpu;
-          if (calls[c].blocked) b = time_per_call(calls[c].blocked, min_s / double(calls.size())).cpu;
+          if (calls[c].blocked)
+            b = time_per_call(calls[c].blocked, min_s / double(calls.size())).cpu;
           per_call_blocked[c].push_back(b);
           best = std::min(best, b);
         }
         total += best;
-        if (threads == 1) total_one += t.cpu;
+        if (threads == 1)
+          total_one += t.cpu;
       }
-      if (threads == 1) gemm_1t_one.push_back(total_one);
+      if (threads == 1)
+        gemm_1t_one.push_back(total_one);
       (threads == 1 ? gemm_1t : gemm_2t).push_back(total);
       timing st = time_per_call(step, min_s);
       if (threads == 1) {
@@ -309,15 +337,16 @@ void run_shape(const shape& s, int reps, double min_s) {
   const double inter = median(inter_t), opt = median(opt_t);
   for (size_t c = 0; c < calls.size(); ++c) {
     double t = median(per_call[c]), tb = median(per_call_blocked[c]);
-    std::printf("%s gemm %-18s %8.3f ms %6.1f GFLOP/s one call, %8.3f ms %6.1f GFLOP/s as "
-                "linear.cpp (1 thread, CPU time)\n",
-                s.name.c_str(), calls[c].what.c_str(), t * 1e3, calls[c].flops / t * 1e-9,
-                tb * 1e3, calls[c].flops / tb * 1e-9);
+    std::printf(
+      "%s gemm %-18s %8.3f ms %6.1f GFLOP/s one call, %8.3f ms %6.1f GFLOP/s as "
+      "linear.cpp (1 thread, CPU time)\n",
+      s.name.c_str(), calls[c].what.c_str(), t * 1e3, calls[c].flops / t * 1e-9, tb * 1e3,
+      calls[c].flops / tb * 1e-9);
   }
-  std::printf("%s step at 1 thread (CPU time): %.3f ms = gemm %.3f + interaction %.3f + "
-              "optimizer %.3f + rest %.3f\n",
-              s.name.c_str(), s1 * 1e3, g1 * 1e3, inter * 1e3, opt * 1e3,
-              (s1 - g1 - inter - opt) * 1e3);
+  std::printf(
+    "%s step at 1 thread (CPU time): %.3f ms = gemm %.3f + interaction %.3f + "
+    "optimizer %.3f + rest %.3f\n",
+    s.name.c_str(), s1 * 1e3, g1 * 1e3, inter * 1e3, opt * 1e3, (s1 - g1 - inter - opt) * 1e3);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int auto_threads = std::min(2, auto_blas_threads(s.model, cores));
   const double satrap_2t_sps = s.batch / median(step_2t);
@@ -326,19 +355,19 @@ void run_shape(const shape& s, int reps, double min_s) {
   const double roofline_1t = gemm_flops / g1 / flops_per_sample;
   const double roofline_2t = gemm_flops / g2 / flops_per_sample;
   const double roofline_split = gemm_flops / gs / flops_per_sample;
-  std::printf("model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
-              "gemm_gflops_split=%.1f roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f "
-              "satrap_2t_wall_sps=%.0f satrap_split_wall_sps=%.0f auto_threads=%d "
-              "satrap_auto_sps=%.0f roofline_fraction=%.3f roofline_fraction_1t=%.3f "
-              "roofline_fraction_2t=%.3f roofline_fraction_split=%.3f "
-              "roofline_fraction_one_call=%.3f split_vs_2t=%.3f reps=%d\n",
-              s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9,
-              gemm_flops / g2 * 1e-9, gemm_flops / gs * 1e-9, roofline_sps, satrap_sps,
-              s.batch / median(step_wall), satrap_2t_sps, satrap_split_sps, auto_threads,
-              satrap_auto_sps, satrap_auto_sps / roofline_sps, satrap_sps / roofline_1t,
-              satrap_2t_sps / roofline_2t, satrap_split_sps / roofline_split,
-              satrap_sps / (gemm_flops / median(gemm_1t_one) / flops_per_sample),
-              satrap_split_sps / satrap_2t_sps, reps);
+  std::printf(
+    "model=%s batch=%d flops_per_sample=%.0f gemm_gflops_1t=%.1f gemm_gflops_2t=%.1f "
+    "gemm_gflops_split=%.1f roofline_sps=%.0f satrap_sps=%.0f satrap_wall_sps=%.0f "
+    "satrap_2t_wall_sps=%.0f satrap_split_wall_sps=%.0f auto_threads=%d "
+    "satrap_auto_sps=%.0f roofline_fraction=%.3f roofline_fraction_1t=%.3f "
+    "roofline_fraction_2t=%.3f roofline_fraction_split=%.3f "
+    "roofline_fraction_one_call=%.3f split_vs_2t=%.3f reps=%d\n",
+    s.name.c_str(), s.batch, flops_per_sample, gemm_flops / g1 * 1e-9, gemm_flops / g2 * 1e-9,
+    gemm_flops / gs * 1e-9, roofline_sps, satrap_sps, s.batch / median(step_wall), satrap_2t_sps,
+    satrap_split_sps, auto_threads, satrap_auto_sps, satrap_auto_sps / roofline_sps,
+    satrap_sps / roofline_1t, satrap_2t_sps / roofline_2t, satrap_split_sps / roofline_split,
+    satrap_sps / (gemm_flops / median(gemm_1t_one) / flops_per_sample),
+    satrap_split_sps / satrap_2t_sps, reps);
   std::fflush(stdout);
 }
 
@@ -367,7 +396,9 @@ int main(int argc, char** argv) {
   adagrad.learning_rate = 0.05f;
   shape kaggle{"kaggle", kaggle_model, 2048, adagrad};
   blas_threads_lease lease;  // as a trainer holds one: blas_threads_apply(2) gives 2 threads
-  if (which != "kaggle") run_shape(def, reps, min_s);
-  if (which != "default") run_shape(kaggle, reps, min_s);
+  if (which != "kaggle")
+    run_shape(def, reps, min_s);
+  if (which != "default")
+    run_shape(kaggle, reps, min_s);
   return 0;
 }

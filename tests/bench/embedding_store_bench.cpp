@@ -51,7 +51,8 @@ size_t resident_bytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   unsigned long pages = 0, resident = 0;
   if (f) {
-    if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
+    if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2)
+      resident = 0;
     std::fclose(f);
   }
   return resident * 4096;
@@ -61,7 +62,8 @@ size_t resident_bytes() {
 std::vector<std::vector<uint64_t>> make_batches(size_t rows, size_t batches, uint64_t seed) {
   size_t draws = 0;
   auto out = bench::id_batches(rows, batches, batch_ids, seed, false, &draws);
-  std::printf("batches: %zu x %zu distinct ids from %zu Zipf(1.1) draws\n", batches, batch_ids, draws);
+  std::printf("batches: %zu x %zu distinct ids from %zu Zipf(1.1) draws\n", batches, batch_ids,
+              draws);
   return out;
 }
 
@@ -73,14 +75,18 @@ struct timing {
 // and the row indirection, not the page size.
 struct flat_store {
   explicit flat_store(size_t n, const sparse_kernels* kernels, step_params params)
-      : rows(static_cast<float*>(huge_alloc(n * row_floats * sizeof(float)))), k(kernels), p(params), n_(n) {}
+      : rows(static_cast<float*>(huge_alloc(n * row_floats * sizeof(float)))),
+        k(kernels),
+        p(params),
+        n_(n) {}
   ~flat_store() { huge_free(rows, n_ * row_floats * sizeof(float)); }
   float* rows;
   const sparse_kernels* k;
   step_params p;
   size_t n_;
   void lookup(const std::vector<uint64_t>& ids, float* out) const {
-    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim, &rows[ids[i] * row_floats], dim * 4);
+    for (size_t i = 0; i < ids.size(); ++i)
+      std::memcpy(out + i * dim, &rows[ids[i] * row_floats], dim * 4);
   }
   void update(const std::vector<uint64_t>& ids, const float* g) {
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -100,7 +106,8 @@ struct map_store {
   const sparse_kernels* k;
   step_params p;
   void lookup(const std::vector<uint64_t>& ids, float* out) const {
-    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(out + i * dim, map.find(ids[i])->second.v, dim * 4);
+    for (size_t i = 0; i < ids.size(); ++i)
+      std::memcpy(out + i * dim, map.find(ids[i])->second.v, dim * 4);
   }
   void update(const std::vector<uint64_t>& ids, const float* g) {
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -119,7 +126,8 @@ void run_once(S& s, const std::vector<std::vector<uint64_t>>& batches, const std
     checksum += out[7];
   }
   double t1 = now_s(), c1 = bench::thread_cpu_s();
-  for (auto& b : batches) s.update(b, g.data());
+  for (auto& b : batches)
+    s.update(b, g.data());
   double t2 = now_s(), c2 = bench::thread_cpu_s();
   t.lookup_s.push_back(t1 - t0);
   t.update_s.push_back(t2 - t1);
@@ -146,7 +154,8 @@ int main(int argc, char** argv) {
   auto batches = make_batches(rows, nbatches, 20240611);
   std::vector<float> g(batch_ids * dim), out(batch_ids * dim);
   std::mt19937 grng(7);
-  for (auto& x : g) x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
+  for (auto& x : g)
+    x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
 
   size_t h0 = resident_bytes();
   double t0 = now_s();
@@ -155,7 +164,8 @@ int main(int argc, char** argv) {
     std::vector<uint64_t> ids(batch_ids);
     for (size_t b = 0; b < rows; b += batch_ids) {
       size_t n = std::min(batch_ids, rows - b);
-      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      for (size_t i = 0; i < n; ++i)
+        ids[i] = b + i;
       store.lookup({ids.data(), n}, out.data());
     }
   }
@@ -164,7 +174,8 @@ int main(int argc, char** argv) {
   auto c = store.counters();
 
   flat_store flat(rows, &sparse_kernels_select(o.simd), step_params::of(o));
-  for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, &flat.rows[r * row_floats]);
+  for (size_t r = 0; r < rows; ++r)
+    embedding_init_row(o, r, &flat.rows[r * row_floats]);
 
   auto fill_map = [&](auto& m, double& seconds) {
     size_t before = resident_bytes();
@@ -186,14 +197,16 @@ int main(int argc, char** argv) {
   size_t absl_rss = fill_map(amap, fill_absl);
 #endif
 
-  std::printf("store: %zu rows, kernels %s, %llu bytes (%.1f per row, payload %.0f), filled in %.2f s\n",
-              store.size(), store.kernels_name(), (unsigned long long)c.bytes, double(c.bytes) / rows,
-              payload, fill_store);
+  std::printf(
+    "store: %zu rows, kernels %s, %llu bytes (%.1f per row, payload %.0f), filled in %.2f s\n",
+    store.size(), store.kernels_name(), (unsigned long long)c.bytes, double(c.bytes) / rows,
+    payload, fill_store);
   std::printf("unordered_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
               umap.map.size(), map_rss, double(map_rss) / rows, fill_umap);
 #ifdef SATRAP_BENCH_ABSL
-  std::printf("absl::flat_hash_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
-              amap.map.size(), absl_rss, double(absl_rss) / rows, fill_absl);
+  std::printf(
+    "absl::flat_hash_map: %zu rows, %zu resident bytes (%.1f per row), filled in %.2f s\n",
+    amap.map.size(), absl_rss, double(absl_rss) / rows, fill_absl);
 #endif
 
   timing tf, ts, tm, ta;
@@ -205,43 +218,51 @@ int main(int argc, char** argv) {
 #ifdef SATRAP_BENCH_ABSL
     run_once(amap, batches, g, out, ta, sink);
 #endif
-    std::printf("rep %d cpu ms: lookup flat %.1f store %.1f umap %.1f absl %.1f | update flat %.1f store %.1f "
-                "umap %.1f absl %.1f\n",
-                r, 1e3 * tf.lookup_cpu_s.back(), 1e3 * ts.lookup_cpu_s.back(), 1e3 * tm.lookup_cpu_s.back(),
-                ta.lookup_cpu_s.empty() ? 0.0 : 1e3 * ta.lookup_cpu_s.back(), 1e3 * tf.update_cpu_s.back(),
-                1e3 * ts.update_cpu_s.back(), 1e3 * tm.update_cpu_s.back(),
-                ta.update_cpu_s.empty() ? 0.0 : 1e3 * ta.update_cpu_s.back());
+    std::printf(
+      "rep %d cpu ms: lookup flat %.1f store %.1f umap %.1f absl %.1f | update flat %.1f store %.1f "
+      "umap %.1f absl %.1f\n",
+      r, 1e3 * tf.lookup_cpu_s.back(), 1e3 * ts.lookup_cpu_s.back(), 1e3 * tm.lookup_cpu_s.back(),
+      ta.lookup_cpu_s.empty() ? 0.0 : 1e3 * ta.lookup_cpu_s.back(), 1e3 * tf.update_cpu_s.back(),
+      1e3 * ts.update_cpu_s.back(), 1e3 * tm.update_cpu_s.back(),
+      ta.update_cpu_s.empty() ? 0.0 : 1e3 * ta.update_cpu_s.back());
   }
   const double ids_per_rep = double(nbatches) * batch_ids;
-  auto rate = [&](const std::vector<double>& s) { return s.empty() ? 0.0 : ids_per_rep / bench::median(s); };
-  double fl = rate(tf.lookup_s), fu = rate(tf.update_s), sl = rate(ts.lookup_s), su = rate(ts.update_s),
-         ml = rate(tm.lookup_s), mu = rate(tm.update_s), al = rate(ta.lookup_s), au = rate(ta.update_s);
+  auto rate = [&](const std::vector<double>& s) {
+    return s.empty() ? 0.0 : ids_per_rep / bench::median(s);
+  };
+  double fl = rate(tf.lookup_s), fu = rate(tf.update_s), sl = rate(ts.lookup_s),
+         su = rate(ts.update_s), ml = rate(tm.lookup_s), mu = rate(tm.update_s),
+         al = rate(ta.lookup_s), au = rate(ta.update_s);
   double cfl = rate(tf.lookup_cpu_s), cfu = rate(tf.update_cpu_s), csl = rate(ts.lookup_cpu_s),
          csu = rate(ts.update_cpu_s), cml = rate(tm.lookup_cpu_s), cmu = rate(tm.update_cpu_s),
          cal = rate(ta.lookup_cpu_s), cau = rate(ta.update_cpu_s);
-  std::printf("%-20s %14s %14s %14s %14s\n", "", "lookups/s", "updates/s", "lookups/cpu-s", "updates/cpu-s");
+  std::printf("%-20s %14s %14s %14s %14s\n", "", "lookups/s", "updates/s", "lookups/cpu-s",
+              "updates/cpu-s");
   std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "flat array", fl, fu, cfl, cfu);
   std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "store", sl, su, csl, csu);
   std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "unordered_map", ml, mu, cml, cmu);
   std::printf("%-20s %14.3e %14.3e %14.3e %14.3e\n", "absl::flat_hash_map", al, au, cal, cau);
-  std::printf("(checksum %g; bytes_ratio counts the store's own allocations, store_rss_bytes_ratio, "
-              "umap_bytes_ratio and absl_bytes_ratio are resident-memory deltas)\n", sink);
+  std::printf(
+    "(checksum %g; bytes_ratio counts the store's own allocations, store_rss_bytes_ratio, "
+    "umap_bytes_ratio and absl_bytes_ratio are resident-memory deltas)\n",
+    sink);
 #ifndef SATRAP_BENCH_ABSL
   std::printf("absl::flat_hash_map: not built (install libabsl-dev: ops/setup.sh)\n");
   const size_t absl_rss = 0;
 #endif
-  std::printf("rows=%zu dim=%d batch=%zu batches=%zu reps=%d kernels=%s flat_lookups_per_s=%.4g "
-              "flat_updates_per_s=%.4g store_lookups_per_s=%.4g store_updates_per_s=%.4g "
-              "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g absl_lookups_per_s=%.4g absl_updates_per_s=%.4g "
-              "lookup_ratio=%.3f update_ratio=%.3f bytes_ratio=%.3f store_rss_bytes_ratio=%.3f "
-              "umap_lookup_ratio=%.3f umap_update_ratio=%.3f umap_bytes_ratio=%.3f "
-              "absl_lookup_ratio=%.3f absl_update_ratio=%.3f absl_bytes_ratio=%.3f "
-              "cpu_lookup_ratio=%.3f cpu_update_ratio=%.3f cpu_umap_lookup_ratio=%.3f cpu_umap_update_ratio=%.3f "
-              "cpu_absl_lookup_ratio=%.3f cpu_absl_update_ratio=%.3f first_lookup_ratio=%.3f\n",
-              rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu, al, au,
-              sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_rss) / (rows * payload),
-              ml / fl, mu / fu, double(map_rss) / (rows * payload), al / fl, au / fu,
-              double(absl_rss) / (rows * payload), csl / cfl, csu / cfu, cml / cfl, cmu / cfu, cal / cfl,
-              cau / cfu, tf.lookup_s.empty() ? 0.0 : tf.lookup_s[0] / ts.lookup_s[0]);
+  std::printf(
+    "rows=%zu dim=%d batch=%zu batches=%zu reps=%d kernels=%s flat_lookups_per_s=%.4g "
+    "flat_updates_per_s=%.4g store_lookups_per_s=%.4g store_updates_per_s=%.4g "
+    "umap_lookups_per_s=%.4g umap_updates_per_s=%.4g absl_lookups_per_s=%.4g absl_updates_per_s=%.4g "
+    "lookup_ratio=%.3f update_ratio=%.3f bytes_ratio=%.3f store_rss_bytes_ratio=%.3f "
+    "umap_lookup_ratio=%.3f umap_update_ratio=%.3f umap_bytes_ratio=%.3f "
+    "absl_lookup_ratio=%.3f absl_update_ratio=%.3f absl_bytes_ratio=%.3f "
+    "cpu_lookup_ratio=%.3f cpu_update_ratio=%.3f cpu_umap_lookup_ratio=%.3f cpu_umap_update_ratio=%.3f "
+    "cpu_absl_lookup_ratio=%.3f cpu_absl_update_ratio=%.3f first_lookup_ratio=%.3f\n",
+    rows, dim, batch_ids, nbatches, reps, store.kernels_name(), fl, fu, sl, su, ml, mu, al, au,
+    sl / fl, su / fu, double(c.bytes) / (rows * payload), double(store_rss) / (rows * payload),
+    ml / fl, mu / fu, double(map_rss) / (rows * payload), al / fl, au / fu,
+    double(absl_rss) / (rows * payload), csl / cfl, csu / cfu, cml / cfl, cmu / cfu, cal / cfl,
+    cau / cfu, tf.lookup_s.empty() ? 0.0 : tf.lookup_s[0] / ts.lookup_s[0]);
   return 0;
 }

@@ -43,9 +43,12 @@ std::vector<batch_data> make_batches(const dense_model_config& c, int batch, int
     b.dense.resize(size_t(batch) * c.dense_features);
     b.pooled.resize(size_t(batch) * c.slots * c.dim);
     b.labels.resize(batch);
-    for (float& x : b.dense) x = normal(rng);
-    for (float& x : b.pooled) x = 0.05f * normal(rng);
-    for (float& y : b.labels) y = uniform(rng) < 0.25f ? 1.0f : 0.0f;
+    for (float& x : b.dense)
+      x = normal(rng);
+    for (float& x : b.pooled)
+      x = 0.05f * normal(rng);
+    for (float& y : b.labels)
+      y = uniform(rng) < 0.25f ? 1.0f : 0.0f;
   }
   return out;
 }
@@ -59,8 +62,9 @@ int main(int argc, char** argv) {
   const std::string precision = argc > 4 ? argv[4] : "fp32";
   const bool known = precision == "fp32" || precision == "bf16" || precision == "fp16";
   if (gpu_steps < 1 || cpu_seconds < 0 || batch < 1 || !known || argc > 5) {
-    std::fprintf(stderr, "usage: gpu_dlrm_bench [gpu_steps>=1] [cpu_seconds>=0] [batch>=1] "
-                         "[precision=fp32|bf16|fp16]\n");
+    std::fprintf(stderr,
+                 "usage: gpu_dlrm_bench [gpu_steps>=1] [cpu_seconds>=0] [batch>=1] "
+                 "[precision=fp32|bf16|fp16]\n");
     return 2;
   }
   auto devices = cuda_device_count();
@@ -106,16 +110,20 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gpu_dlrm_bench: %s\n", gpu.last_error().c_str());
       return false;
     }
-    if (std::isnan(gpu_first_loss)) gpu_first_loss = loss.value();
+    if (std::isnan(gpu_first_loss))
+      gpu_first_loss = loss.value();
     gpu_last_loss = loss.value();
     return true;
   };
-  if (!gpu_step(0)) return 1;
+  if (!gpu_step(0))
+    return 1;
   for (int k = 1; k < 10; ++k)  // warm-up (cuBLAS heuristics, allocations)
-    if (!gpu_step(k)) return 1;
+    if (!gpu_step(k))
+      return 1;
   double t0 = now_s();
   for (int k = 0; k < gpu_steps; ++k)
-    if (!gpu_step(k)) return 1;
+    if (!gpu_step(k))
+      return 1;
   double gpu_time = now_s() - t0;
 
   // CPU, same init and data.
@@ -127,11 +135,13 @@ int main(int argc, char** argv) {
     double loss = cpu->forward_backward(batch, b.dense.data(), b.pooled.data(), b.labels.data(),
                                         scale, logits.data(), pooled_grad.data());
     cpu_opt.step(cpu->params(), cpu->grads());
-    if (k == 0) cpu_first_loss = loss;
+    if (k == 0)
+      cpu_first_loss = loss;
   };
   int cpu_steps = 0;
   double cpu_time = 0.0;
-  if (cpu_seconds > 0) cpu_step(0);  // warm-up, and the first loss to compare with the GPU's
+  if (cpu_seconds > 0)
+    cpu_step(0);  // warm-up, and the first loss to compare with the GPU's
   t0 = now_s();
   while (cpu_seconds > 0 && (cpu_time < cpu_seconds || cpu_steps < 3)) {
     cpu_step(cpu_steps + 1);
@@ -141,20 +151,22 @@ int main(int argc, char** argv) {
 
   cudaDeviceProp prop{};
   std::string device = "unknown";
-  if (cudaGetDeviceProperties(&prop, gpu.device()) == cudaSuccess) device = prop.name;
+  if (cudaGetDeviceProperties(&prop, gpu.device()) == cudaSuccess)
+    device = prop.name;
   for (char& ch : device)
-    if (ch == ' ') ch = '_';
+    if (ch == ' ')
+      ch = '_';
   const double gpu_sps = double(gpu_steps) * batch / gpu_time;
   const double cpu_sps = cpu_steps > 0 ? double(cpu_steps) * batch / cpu_time : 0.0;
   std::printf(
-      "gpu_dlrm_bench device=%s precision=%s batch=%d params=%zu gpu_samples_per_sec=%.0f "
-      "cpu_samples_per_sec=%.0f speedup=%.2f gpu_ms_per_step=%.3f cpu_ms_per_step=%.2f "
-      "gpu_steps=%d cpu_steps=%d cpu_blas_threads=%d first_loss_gpu=%.6f first_loss_cpu=%.6f "
-      "last_loss_gpu=%.6f nccl=%d\n",
-      device.c_str(), precision.c_str(), batch, gpu.param_count(), gpu_sps, cpu_sps,
-      cpu_sps > 0 ? gpu_sps / cpu_sps : 0.0, 1e3 * gpu_time / gpu_steps,
-      cpu_steps > 0 ? 1e3 * cpu_time / cpu_steps : 0.0, gpu_steps, cpu_steps,
-      openblas_get_num_threads(), gpu_first_loss / batch, cpu_first_loss / batch,
-      gpu_last_loss / batch, nccl_comm::version());
+    "gpu_dlrm_bench device=%s precision=%s batch=%d params=%zu gpu_samples_per_sec=%.0f "
+    "cpu_samples_per_sec=%.0f speedup=%.2f gpu_ms_per_step=%.3f cpu_ms_per_step=%.2f "
+    "gpu_steps=%d cpu_steps=%d cpu_blas_threads=%d first_loss_gpu=%.6f first_loss_cpu=%.6f "
+    "last_loss_gpu=%.6f nccl=%d\n",
+    device.c_str(), precision.c_str(), batch, gpu.param_count(), gpu_sps, cpu_sps,
+    cpu_sps > 0 ? gpu_sps / cpu_sps : 0.0, 1e3 * gpu_time / gpu_steps,
+    cpu_steps > 0 ? 1e3 * cpu_time / cpu_steps : 0.0, gpu_steps, cpu_steps,
+    openblas_get_num_threads(), gpu_first_loss / batch, cpu_first_loss / batch,
+    gpu_last_loss / batch, nccl_comm::version());
   return std::isfinite(gpu_last_loss) ? 0 : 1;
 }

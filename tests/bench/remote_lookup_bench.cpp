@@ -148,7 +148,8 @@ int connect_to(uint16_t port) {
 }
 
 // The raw TCP reference's server: request k has req[k % 8] bytes and gets rep[k % 8] back.
-[[noreturn]] void raw_server(int lfd, const std::vector<size_t>& req, const std::vector<size_t>& rep) {
+[[noreturn]] void raw_server(int lfd, const std::vector<size_t>& req,
+                             const std::vector<size_t>& rep) {
   int fd = ::accept(lfd, nullptr, nullptr);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -189,7 +190,8 @@ int connect_to(uint16_t port) {
     flat.assign(size_t{rows} * d + 64, 0.25f);
   }
   // 64-byte aligned rows when a row is 64 bytes, as the store's weights are.
-  auto* flat_base = flat.data() + (64 - reinterpret_cast<std::uintptr_t>(flat.data()) % 64) % 64 / sizeof(float);
+  auto* flat_base =
+    flat.data() + (64 - reinterpret_cast<std::uintptr_t>(flat.data()) % 64) % 64 / sizeof(float);
   capnp_payload in;
   in.bytes.resize(*std::max_element(req.begin(), req.end()));
   auto out_floats = (*std::max_element(rep.begin(), rep.end()) + 3) / sizeof(float);
@@ -356,8 +358,8 @@ int main(int argc, char** argv) {
   }
   caf::scoped_actor self{sys};
   // Remote: up to `window` requests in flight, answered in order (one shard, one mailbox).
-  using handle_type = decltype(self->request(*shard, std::chrono::seconds(30), lookup_atom::value,
-                                             batches[0]));
+  using handle_type =
+    decltype(self->request(*shard, std::chrono::seconds(30), lookup_atom::value, batches[0]));
   size_t remote_next = 0;
   auto remote = [&](int count) {
     auto cpu0 = cpu_seconds(::getpid()) + cpu_seconds(shard_pid);
@@ -443,12 +445,13 @@ int main(int argc, char** argv) {
     remote_cpu.push_back(rem.cpu_ms_per_request);
     raw_cpu.push_back(ref.cpu_ms_per_request);
     store_cpu.push_back(sto.cpu_ms_per_request);
-    std::printf("rep %d: remote lookups %.1f MB/s, raw tcp %.1f MB/s, store + raw tcp %.1f MB/s; "
-                "ratio %.3f, ceiling %.3f (flat %.3f); cpu ms per request: remote %.2f, raw tcp "
-                "%.2f, store + raw tcp %.2f, flat + raw tcp %.2f\n",
-                r, rem.bytes_per_sec / 1e6, ref.bytes_per_sec / 1e6, sto.bytes_per_sec / 1e6,
-                ratios.back(), ceilings.back(), flat_ceilings.back(), rem.cpu_ms_per_request,
-                ref.cpu_ms_per_request, sto.cpu_ms_per_request, fla.cpu_ms_per_request);
+    std::printf(
+      "rep %d: remote lookups %.1f MB/s, raw tcp %.1f MB/s, store + raw tcp %.1f MB/s; "
+      "ratio %.3f, ceiling %.3f (flat %.3f); cpu ms per request: remote %.2f, raw tcp "
+      "%.2f, store + raw tcp %.2f, flat + raw tcp %.2f\n",
+      r, rem.bytes_per_sec / 1e6, ref.bytes_per_sec / 1e6, sto.bytes_per_sec / 1e6, ratios.back(),
+      ceilings.back(), flat_ceilings.back(), rem.cpu_ms_per_request, ref.cpu_ms_per_request,
+      sto.cpu_ms_per_request, fla.cpu_ms_per_request);
     std::fflush(stdout);
   }
   ::close(raw_fd);
@@ -469,14 +472,14 @@ int main(int argc, char** argv) {
     table.lookup(ids, rows.data());
     store_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
   }
-  std::printf("lookup_ratio=%.3f remote_MBps=%.1f raw_tcp_MBps=%.1f ids_per_request=%zu dim=%d "
-              "requests=%d reps=%d window=%d remote_cpu_ms=%.2f raw_tcp_cpu_ms=%.2f "
-              "store_ms=%.2f store_tcp_MBps=%.1f store_tcp_cpu_ms=%.2f store_tcp_ceiling=%.3f "
-              "remote_vs_store_tcp=%.3f flat_tcp_ceiling=%.3f flat_tcp_cpu_ms=%.2f\n",
-              median(ratios), median(remote_bps) / 1e6, median(raw_bps) / 1e6, n, dim, requests,
-              reps, window, median(remote_cpu), median(raw_cpu), median(store_ms),
-              median(store_bps) / 1e6, median(store_cpu), median(ceilings), median(vs_store),
-              median(flat_ceilings), median(flat_cpu));
+  std::printf(
+    "lookup_ratio=%.3f remote_MBps=%.1f raw_tcp_MBps=%.1f ids_per_request=%zu dim=%d "
+    "requests=%d reps=%d window=%d remote_cpu_ms=%.2f raw_tcp_cpu_ms=%.2f "
+    "store_ms=%.2f store_tcp_MBps=%.1f store_tcp_cpu_ms=%.2f store_tcp_ceiling=%.3f "
+    "remote_vs_store_tcp=%.3f flat_tcp_ceiling=%.3f flat_tcp_cpu_ms=%.2f\n",
+    median(ratios), median(remote_bps) / 1e6, median(raw_bps) / 1e6, n, dim, requests, reps, window,
+    median(remote_cpu), median(raw_cpu), median(store_ms), median(store_bps) / 1e6,
+    median(store_cpu), median(ceilings), median(vs_store), median(flat_ceilings), median(flat_cpu));
   std::fflush(stdout);
   std::_Exit(0);  // the shard process is gone: do not wait for its connection to wind down
 }

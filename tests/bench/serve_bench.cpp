@@ -67,7 +67,8 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
       while (clock_type::now() < end) {
         if (pace > 0) {
           std::this_thread::sleep_until(next);
-          next += std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(pace));
+          next +=
+            std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(pace));
         }
         auto t0 = clock_type::now();
         auto res = cli.Post(path, bodies[i++ % bodies.size()], "application/json");
@@ -98,7 +99,8 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310]\n");
+    std::fprintf(
+      stderr, "usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310]\n");
     return 2;
   }
   std::string model_dir = argv[1];
@@ -129,7 +131,8 @@ int main(int argc, char** argv) {
     single.push_back(nlohmann::json{{"instances", nlohmann::json::array({x})}}.dump());
   for (size_t a = 0; a + 64 <= inst.size(); a += 64)
     batch64.push_back(nlohmann::json{
-      {"instances", std::vector<nlohmann::json>(inst.begin() + a, inst.begin() + a + 64)}}.dump());
+      {"instances", std::vector<nlohmann::json>(inst.begin() + a, inst.begin() + a + 64)}}
+                        .dump());
 
   model_server_options o;
   o.model_dir = model_dir;
@@ -144,15 +147,18 @@ int main(int argc, char** argv) {
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   load(port, single, 1, k, 0.5, path);  // warm up
   auto one = load(port, single, 1, k, seconds, path);
-  std::printf("phase=1 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n",
-              k, one.qps, one.p50_ms, one.p99_ms, one.instances_per_s, static_cast<long long>(one.errors));
+  std::printf(
+    "phase=1 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n", k,
+    one.qps, one.p50_ms, one.p99_ms, one.instances_per_s, static_cast<long long>(one.errors));
   auto b64 = load(port, batch64, 64, k, seconds, path);
-  std::printf("phase=64 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n",
-              k, b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, static_cast<long long>(b64.errors));
+  std::printf(
+    "phase=64 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n",
+    k, b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, static_cast<long long>(b64.errors));
   double half_rate = one.qps / 2;
   auto half = load(port, single, 1, k, seconds, path, half_rate > 0 ? k / half_rate : 0.01);
-  std::printf("phase=half connections=%d target_qps=%.0f qps=%.0f p50_ms=%.3f p99_ms=%.3f errors=%lld\n",
-              k, half_rate, half.qps, half.p50_ms, half.p99_ms, static_cast<long long>(half.errors));
+  std::printf(
+    "phase=half connections=%d target_qps=%.0f qps=%.0f p50_ms=%.3f p99_ms=%.3f errors=%lld\n", k,
+    half_rate, half.qps, half.p50_ms, half.p99_ms, static_cast<long long>(half.errors));
   server.stop();
 
   // The same instances scored in process: batches of 64, one thread per scoring worker.
@@ -190,9 +196,10 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(clock_type::now() - start).count();
   double inproc = static_cast<double>(scored.load()) / secs;
   std::printf("phase=inprocess threads=%d instances_per_s=%.0f\n", workers, inproc);
-  std::printf("qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f inprocess_ratio=%.3f "
-              "single_max_qps=%.0f half_load_qps=%.0f half_load_p99_ms=%.3f\n",
-              b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, b64.instances_per_s / inproc,
-              one.qps, half.qps, half.p99_ms);
+  std::printf(
+    "qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f inprocess_ratio=%.3f "
+    "single_max_qps=%.0f half_load_qps=%.0f half_load_p99_ms=%.3f\n",
+    b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, b64.instances_per_s / inproc, one.qps,
+    half.qps, half.p99_ms);
   return 0;
 }

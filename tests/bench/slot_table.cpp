@@ -9,14 +9,16 @@ namespace satrap {
 
 slot_table::slot_table(size_t row_bytes, size_t rows)
     : stride_(8 + row_bytes),
-      chunks_n_(std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(rows) / (max_load * lanes))))) {
+      chunks_n_(std::max<size_t>(
+        1, static_cast<size_t>(std::ceil(static_cast<double>(rows) / (max_load * lanes))))) {
   SATRAP_ASSERT(row_bytes % 4 == 0 && chunks_n_ * lanes < npos);
-  ctrl_ = std::unique_ptr<chunk[], huge_delete>(static_cast<chunk*>(huge_alloc(chunks_n_ * sizeof(chunk))),
-                                                huge_delete{chunks_n_ * sizeof(chunk)});
+  ctrl_ = std::unique_ptr<chunk[], huge_delete>(
+    static_cast<chunk*>(huge_alloc(chunks_n_ * sizeof(chunk))),
+    huge_delete{chunks_n_ * sizeof(chunk)});
   std::memset(static_cast<void*>(ctrl_.get()), 0, chunks_n_ * sizeof(chunk));
   // The records are written only as rows arrive: untouched pages stay unmapped until then.
-  records_ = std::unique_ptr<std::byte[], huge_delete>(static_cast<std::byte*>(huge_alloc(slots() * stride_)),
-                                                       huge_delete{slots() * stride_});
+  records_ = std::unique_ptr<std::byte[], huge_delete>(
+    static_cast<std::byte*>(huge_alloc(slots() * stride_)), huge_delete{slots() * stride_});
 }
 
 uint32_t slot_table::insert(uint64_t id, uint64_t hash) {
@@ -35,7 +37,8 @@ uint32_t slot_table::insert(uint64_t id, uint64_t hash) {
       ++size_;
       return s;
     }
-    if (k.overflow != 0xffff) ++k.overflow;
+    if (k.overflow != 0xffff)
+      ++k.overflow;
     c = next(c);
   }
 }

@@ -87,8 +87,10 @@ class slot_table {
     size_t c = home_of(hash);
     for (size_t steps = 0; steps < chunks_n_; ++steps, c = next(c)) {
       const chunk& k = ctrl_[c];
-      if (uint32_t m = k.match(tag)) return static_cast<uint32_t>(c * lanes + static_cast<size_t>(__builtin_ctz(m)));
-      if (k.overflow == 0) return npos;
+      if (uint32_t m = k.match(tag))
+        return static_cast<uint32_t>(c * lanes + static_cast<size_t>(__builtin_ctz(m)));
+      if (k.overflow == 0)
+        return npos;
     }
     return npos;
   }
@@ -100,9 +102,11 @@ class slot_table {
       const chunk& k = ctrl_[c];
       for (uint32_t m = k.match(tag); m != 0; m &= m - 1) {
         auto s = static_cast<uint32_t>(c * lanes + static_cast<size_t>(__builtin_ctz(m)));
-        if (id_at(s) == id) return s;
+        if (id_at(s) == id)
+          return s;
       }
-      if (k.overflow == 0) return npos;
+      if (k.overflow == 0)
+        return npos;
     }
     return npos;
   }
@@ -128,7 +132,8 @@ class slot_table {
   void touch(uint32_t s) {
     chunk& k = ctrl_[s / lanes];
     auto bit = static_cast<uint16_t>(1u << (s % lanes));
-    if (!(k.ref & bit)) k.ref = static_cast<uint16_t>(k.ref | bit);
+    if (!(k.ref & bit))
+      k.ref = static_cast<uint16_t>(k.ref | bit);
   }
 
  private:
@@ -138,17 +143,22 @@ class slot_table {
     uint16_t overflow;   // entries whose probe passed this chunk (saturates at 0xffff, then stays)
     uint32_t match(uint8_t t) const {  // bit i: lane i holds tag t (displaced or not)
 #if defined(__SSE2__)
-      __m128i c = _mm_and_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(this)), _mm_set1_epi8(0x7f));
-      return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(c, _mm_set1_epi8(static_cast<char>(t))))) & 0xfffu;
+      __m128i c =
+        _mm_and_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(this)), _mm_set1_epi8(0x7f));
+      return static_cast<uint32_t>(
+               _mm_movemask_epi8(_mm_cmpeq_epi8(c, _mm_set1_epi8(static_cast<char>(t)))))
+             & 0xfffu;
 #else
       uint32_t m = 0;
-      for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>((tag[i] & 0x7f) == t) << i;
+      for (size_t i = 0; i < lanes; ++i)
+        m |= static_cast<uint32_t>((tag[i] & 0x7f) == t) << i;
       return m;
 #endif
     }
     uint32_t empty() const {  // bit i: lane i is empty
       uint32_t m = 0;
-      for (size_t i = 0; i < lanes; ++i) m |= static_cast<uint32_t>(tag[i] == 0) << i;
+      for (size_t i = 0; i < lanes; ++i)
+        m |= static_cast<uint32_t>(tag[i] == 0) << i;
       return m;
     }
   };

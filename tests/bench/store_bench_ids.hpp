@@ -31,7 +31,8 @@ inline std::vector<std::vector<uint64_t>> id_batches(size_t rows, size_t batches
                                                      size_t* draws = nullptr) {
   std::vector<double> cdf(uniform ? 0 : rows);
   double sum = 0;
-  for (size_t r = 0; r < cdf.size(); ++r) cdf[r] = (sum += std::pow(double(r + 1), -1.1));
+  for (size_t r = 0; r < cdf.size(); ++r)
+    cdf[r] = (sum += std::pow(double(r + 1), -1.1));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, sum);
   std::vector<uint8_t> seen(rows, 0);
@@ -40,10 +41,15 @@ inline std::vector<std::vector<uint64_t>> id_batches(size_t rows, size_t batches
     std::fill(seen.begin(), seen.end(), 0);
     while (b.size() < std::min(batch_ids, rows)) {
       // 2654435761 is odd and not a multiple of 5: a bijection mod rows for the benches' sizes.
-      uint64_t id = uniform ? rng() % rows
-                            : (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
-                                 * 2654435761ULL + 12345) % rows;
-      if (draws) ++*draws;
+      uint64_t id =
+        uniform
+          ? rng() % rows
+          : (static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin())
+               * 2654435761ULL
+             + 12345)
+              % rows;
+      if (draws)
+        ++*draws;
       if (!seen[id]) {
         seen[id] = 1;
         b.push_back(id);
@@ -59,8 +65,10 @@ inline size_t anon_huge_kib() {
   char line[256];
   size_t kib = 0;
   while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
-  if (f) std::fclose(f);
+    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1)
+      break;
+  if (f)
+    std::fclose(f);
   return kib;
 }
 

@@ -50,7 +50,6 @@ namespace {
 constexpr int dim = 16;
 constexpr size_t batch_ids = 65536, row_floats = dim + 1, ahead = 16, choices = 4;
 
-
 // One slot: the id, meta (bit 0 used, bit 1 referenced, bits 2-3 which choice the slot is for the
 // id, bit 4 promotion searched without a path), the row (16 weights + the row-wise Adagrad
 // accumulator). 80 bytes: at 16-byte offsets in a line, every slot spans exactly two lines.
@@ -66,13 +65,17 @@ struct cuckoo {
   size_t n = 0, size = 0, kicks = 0;
   size_t promoted = 0, blocked = 0, no_path = 0;
   size_t depth = 3;  // promote: the search goes `depth` slots deep (paths of up to depth + 1 moves)
-  static constexpr size_t max_nodes = 1 + 3 + 9 + 27 + 81 + 243;  // promote outcomes: moved, first choice referenced, no path
+  static constexpr size_t max_nodes =
+    1 + 3 + 9 + 27 + 81 + 243;  // promote outcomes: moved, first choice referenced, no path
   std::mt19937_64 rng{5};
-  explicit cuckoo(size_t slots) : s(static_cast<slot*>(huge_alloc(slots * sizeof(slot)))), n(slots) {
+  explicit cuckoo(size_t slots)
+      : s(static_cast<slot*>(huge_alloc(slots * sizeof(slot)))), n(slots) {
     std::memset(static_cast<void*>(s), 0, slots * sizeof(slot));
   }
   ~cuckoo() { huge_free(s, n * sizeof(slot)); }
-  static uint64_t hash(uint64_t id, size_t k) { return mix64(id ^ (0x2545f4914f6cdd1dULL + 0x9e3779b97f4a7c15ULL * k)); }
+  static uint64_t hash(uint64_t id, size_t k) {
+    return mix64(id ^ (0x2545f4914f6cdd1dULL + 0x9e3779b97f4a7c15ULL * k));
+  }
   size_t pos(uint64_t id, size_t k) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash(id, k)) * n) >> 64);
   }
@@ -83,11 +86,13 @@ struct cuckoo {
   bool holds(size_t p, uint64_t id) const { return (s[p].meta & 1) && s[p].id == id; }
   size_t empty_choice(uint64_t id) const {  // the earliest choice of id that is empty, or choices
     size_t k = 0;
-    while (k < choices && (s[pos(id, k)].meta & 1)) ++k;
+    while (k < choices && (s[pos(id, k)].meta & 1))
+      ++k;
     return k;
   }
   void put(size_t p, slot v, size_t k) {
-    v.meta = (v.meta & 2u) | 1u | static_cast<uint32_t>(k << 2);  // a moved id may be searched for again
+    v.meta =
+      (v.meta & 2u) | 1u | static_cast<uint32_t>(k << 2);  // a moved id may be searched for again
     s[p] = v;
   }
   // Earliest choice first: the id goes to its earliest choice that is empty or held by an id
@@ -110,13 +115,16 @@ struct cuckoo {
   // slot the id is in.
   size_t promote(size_t p) {
     s[p].meta |= 2;
-    if (s[p].meta & 16) return p;  // tried before and found no path: not again (one search per id)
+    if (s[p].meta & 16)
+      return p;  // tried before and found no path: not again (one search per id)
     const size_t kv = (s[p].meta >> 2) & 3;
     for (size_t t = 0; t < kv; ++t) {
       size_t x0 = pos(s[p].id, t);
-      if (x0 == p) continue;
+      if (x0 == p)
+        continue;
       if (s[x0].meta & 2) {
-        if (t == 0) ++blocked;
+        if (t == 0)
+          ++blocked;
         continue;
       }
       if (!(s[x0].meta & 1)) {  // empty: just move
@@ -133,14 +141,17 @@ struct cuckoo {
         if (i == level_end) {  // a new level: prefetch the slots all its nodes' ids may move to
           level_end = nodes;
           for (size_t q = i; q < nodes; ++q)
-            for (size_t c = 0; c < choices; ++c) prefetch_line(&s[pos(s[node[q]].id, c)]);
+            for (size_t c = 0; c < choices; ++c)
+              prefetch_line(&s[pos(s[node[q]].id, c)]);
         }
         size_t depth = 0;
-        for (size_t q = i; parent[q] != SIZE_MAX; q = parent[q]) ++depth;
+        for (size_t q = i; parent[q] != SIZE_MAX; q = parent[q])
+          ++depth;
         const uint64_t u = s[node[i]].id;
         for (size_t c = 0; c < choices && end == SIZE_MAX; ++c) {
           size_t y = pos(u, c);
-          if (y == node[i]) continue;
+          if (y == node[i])
+            continue;
           if (y == p || !(s[y].meta & 1)) {
             end = y;
             end_from = i;
@@ -151,15 +162,19 @@ struct cuckoo {
           }
         }
       }
-      if (end == SIZE_MAX) continue;
+      if (end == SIZE_MAX)
+        continue;
       slot v = s[p];
-      if (end != p) ++size;  // v's old slot is freed below; the count stays
+      if (end != p)
+        ++size;  // v's old slot is freed below; the count stays
       for (size_t i = end_from, to = end;; to = node[i], i = parent[i]) {
         slot m = s[node[i]];
         size_t c = 0;
-        while (pos(m.id, c) != to) ++c;
+        while (pos(m.id, c) != to)
+          ++c;
         put(to, m, c);
-        if (parent[i] == SIZE_MAX) break;
+        if (parent[i] == SIZE_MAX)
+          break;
       }
       if (end != p) {
         s[p].meta = 0;
@@ -181,17 +196,20 @@ struct cuckoo {
       size_t k = 0, p = 0;
       for (; k < choices; ++k) {
         p = pos(cur.id, k);
-        if (p == from) continue;
+        if (p == from)
+          continue;
         if (!(s[p].meta & 1)) {
           put(p, cur, k);
           return true;
         }
-        if (rank(s[p].meta, (s[p].meta >> 2) & 3) > rank(cur.meta, k)) break;
+        if (rank(s[p].meta, (s[p].meta >> 2) & 3) > rank(cur.meta, k))
+          break;
       }
       if (k == choices) {
         size_t cold_k[choices], cold_n = 0;
         for (size_t c = 0; c < choices; ++c)
-          if (pos(cur.id, c) != from && !(s[pos(cur.id, c)].meta & 2)) cold_k[cold_n++] = c;
+          if (pos(cur.id, c) != from && !(s[pos(cur.id, c)].meta & 2))
+            cold_k[cold_n++] = c;
         if (cold_n > 0) {
           k = cold_k[rng() % cold_n];
           p = pos(cur.id, k);
@@ -234,17 +252,20 @@ int main(int argc, char** argv) {
   embedding_table store(o);
   std::vector<float> out(batch_ids * dim), g(batch_ids * dim);
   std::mt19937 grng(7);
-  for (auto& x : g) x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
+  for (auto& x : g)
+    x = std::normal_distribution<float>(0.0f, 0.01f)(grng);
   {
     std::vector<uint64_t> ids(batch_ids);
     for (size_t b = 0; b < rows; b += batch_ids) {
       size_t n = std::min(batch_ids, rows - b);
-      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      for (size_t i = 0; i < n; ++i)
+        ids[i] = b + i;
       store.lookup({ids.data(), n}, out.data());
     }
   }
   auto* flat = static_cast<float*>(huge_alloc(rows * row_floats * 4));
-  for (size_t r = 0; r < rows; ++r) embedding_init_row(o, r, flat + r * row_floats);
+  for (size_t r = 0; r < rows; ++r)
+    embedding_init_row(o, r, flat + r * row_floats);
 
   const size_t slots = static_cast<size_t>(std::ceil(static_cast<double>(rows) / load));
   cuckoo ck(slots), ch(slots), cp(slots);
@@ -257,10 +278,12 @@ int main(int argc, char** argv) {
   {
     std::vector<uint8_t> count(rows, 0);
     for (auto& b : batches)
-      for (uint64_t id : b) ++count[id];
+      for (uint64_t id : b)
+        ++count[id];
     for (int c = static_cast<int>(batches.size()); c >= 0; --c)
       for (size_t r = 0; r < rows; ++r)
-        if (count[r] == c) hot_first.push_back(r);
+        if (count[r] == c)
+          hot_first.push_back(r);
     hot_n = rows - static_cast<size_t>(std::count(count.begin(), count.end(), 0));
   }
   for (cuckoo* c : {&ck, &ch, &cp}) {
@@ -278,7 +301,8 @@ int main(int argc, char** argv) {
     double fill_s = bench::thread_cpu_s() - t0;
     size_t at[choices] = {};
     for (size_t p = 0; p < c->n; ++p)
-      if (c->s[p].meta & 1) ++at[(c->s[p].meta >> 2) & 3];
+      if (c->s[p].meta & 1)
+        ++at[(c->s[p].meta >> 2) & 3];
     size_t bat[choices] = {}, total = 0, found = 0;
     for (uint64_t id = 0; id < rows; ++id)
       for (size_t k = 0; k < choices; ++k)
@@ -286,19 +310,26 @@ int main(int argc, char** argv) {
           ++found;
           break;
         }
-    if (found != rows) std::printf("cuckoo: %zu of %zu ids found after the fill\n", found, rows);
+    if (found != rows)
+      std::printf("cuckoo: %zu of %zu ids found after the fill\n", found, rows);
     for (auto& b : batches)
       for (uint64_t id : b)
         for (size_t k = 0; k < choices; ++k)
-          if (c->holds(c->pos(id, k), id)) ++bat[k], ++total;
-    std::printf("cuckoo%s: %zu rows in %zu slots (load %.3f, %.1f bytes per row, %.3f of the 68-byte payload), "
-                "filled in %.1f CPU s, %zu random kicks; choice of all rows %.3f %.3f %.3f %.3f, of the batches' ids "
-                "%.3f %.3f %.3f %.3f\n",
-                c == &ch ? " (hot ids first)" : c == &cp ? " (promote)" : "", c->size, c->n, double(c->size) / double(c->n),
-                double(c->n * sizeof(slot)) / double(rows), double(c->n * sizeof(slot)) / double(rows) / 68.0, fill_s,
-                c->kicks, double(at[0]) / double(c->size), double(at[1]) / double(c->size),
-                double(at[2]) / double(c->size), double(at[3]) / double(c->size), double(bat[0]) / double(total),
-                double(bat[1]) / double(total), double(bat[2]) / double(total), double(bat[3]) / double(total));
+          if (c->holds(c->pos(id, k), id))
+            ++bat[k], ++total;
+    std::printf(
+      "cuckoo%s: %zu rows in %zu slots (load %.3f, %.1f bytes per row, %.3f of the 68-byte payload), "
+      "filled in %.1f CPU s, %zu random kicks; choice of all rows %.3f %.3f %.3f %.3f, of the batches' ids "
+      "%.3f %.3f %.3f %.3f\n",
+      c == &ch   ? " (hot ids first)"
+      : c == &cp ? " (promote)"
+                 : "",
+      c->size, c->n, double(c->size) / double(c->n), double(c->n * sizeof(slot)) / double(rows),
+      double(c->n * sizeof(slot)) / double(rows) / 68.0, fill_s, c->kicks,
+      double(at[0]) / double(c->size), double(at[1]) / double(c->size),
+      double(at[2]) / double(c->size), double(at[3]) / double(c->size),
+      double(bat[0]) / double(total), double(bat[1]) / double(total),
+      double(bat[2]) / double(total), double(bat[3]) / double(total));
   }
 
   // up: how many choices are prefetched up front; the rest of an id's choices are prefetched when
@@ -309,7 +340,8 @@ int main(int argc, char** argv) {
     const size_t n = ids.size();
     for (size_t i = 0; i < n + 2 * ahead; ++i) {
       if (i < n)
-        for (size_t k = 0; k < up; ++k) ck.prefetch(ck.pos(ids[i], k));
+        for (size_t k = 0; k < up; ++k)
+          ck.prefetch(ck.pos(ids[i], k));
       if (i >= ahead && i - ahead < n) {
         size_t j = i - ahead;
         uint64_t id = ids[j];
@@ -324,12 +356,14 @@ int main(int argc, char** argv) {
         }
         if (k == up) {
           pending[j % ring] = 1;
-          for (k = up; k < choices; ++k) ck.prefetch(ck.pos(id, k));
+          for (k = up; k < choices; ++k)
+            ck.prefetch(ck.pos(id, k));
         }
       }
       if (i >= 2 * ahead) {
         size_t j = i - 2 * ahead;
-        if (!pending[j % ring]) continue;
+        if (!pending[j % ring])
+          continue;
         uint64_t id = ids[j];
         for (size_t k = up; k < choices; ++k) {
           size_t p = ck.pos(id, k);
@@ -350,13 +384,15 @@ int main(int argc, char** argv) {
         size_t p = ck.pos(ids[j], k);
         if (ck.holds(p, ids[j])) {
           op(ck.s[p], j);
-          if (promote && k > 0) ck.promote(p);
+          if (promote && k > 0)
+            ck.promote(p);
           break;
         }
       }
   };
   auto copy_op = [&](slot& sl, size_t j) {
-    if (!((sl.meta >> 1) & 1)) sl.meta |= 2;  // CLOCK bit, written only when not yet set
+    if (!((sl.meta >> 1) & 1))
+      sl.meta |= 2;  // CLOCK bit, written only when not yet set
     std::memcpy(&out[j * dim], sl.row, dim * 4);
   };
   auto step_op = [&](slot& sl, size_t j) {
@@ -364,9 +400,10 @@ int main(int argc, char** argv) {
     kern.step(sp, sl.row, sl.row + dim, &g[j * dim]);
   };
 
-  const char* names[] = {"flat", "store", "peek", "cuckoo1", "cuckoo2", "hot_cuckoo1", "flat_upd", "store_upd",
-                         "cuckoo2_upd", "hot_cuckoo1_upd", "hot_cuckoo2", "plain", "hot_plain", "hot_plain_upd", "promote_plain",
-                         "promote_plain_upd"};
+  const char* names[] = {"flat",        "store",           "peek",          "cuckoo1",
+                         "cuckoo2",     "hot_cuckoo1",     "flat_upd",      "store_upd",
+                         "cuckoo2_upd", "hot_cuckoo1_upd", "hot_cuckoo2",   "plain",
+                         "hot_plain",   "hot_plain_upd",   "promote_plain", "promote_plain_upd"};
   constexpr int variants = 16;
   std::vector<double> t[variants];
   // Back to back on the same table and ids, a variant finds what the one before it brought into
@@ -374,7 +411,8 @@ int main(int argc, char** argv) {
   // sees one lookup variant per batch, the tables in turn, then one update each (as the bench runs
   // them); peek, cuckoo1 and hot_cuckoo2 run only with `cold`, where 1 GiB is streamed through before every
   // variant (no variant finds its lines in a cache).
-  std::vector<int> order = cold ? std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10} : std::vector<int>{0, 1, 4, 5, 6, 7, 8, 9};
+  std::vector<int> order = cold ? std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+                                : std::vector<int>{0, 1, 4, 5, 6, 7, 8, 9};
   if (argc > 5) {  // an explicit order: variant numbers, comma-separated
     order.clear();
     for (const char* q = argv[5]; *q;) {
@@ -391,13 +429,15 @@ int main(int argc, char** argv) {
       for (int v : order) {
         if (cold) {
           uint64_t x = 0;
-          for (size_t i = 0; i < flush.size(); i += 8) x += flush[i]++;
+          for (size_t i = 0; i < flush.size(); i += 8)
+            x += flush[i]++;
           sink += static_cast<double>(x & 1);
         }
         double c0 = bench::thread_cpu_s();
         switch (v) {
           case 0:
-            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
             break;
           case 1: store.lookup(b, out.data()); break;
           case 2: store.peek(b, out.data()); break;
@@ -424,16 +464,18 @@ int main(int argc, char** argv) {
         sink += out[5] + out[n * dim - 1];
       }
     }
-  std::printf("%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB, store "
-              "%zu MiB, each cuckoo table %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
-              rows, batch_ids, reps, kern.name, (bench::anon_huge_kib() / 1024), rows * row_floats * 4 >> 20,
-              static_cast<size_t>(store.counters().bytes >> 20), ck.n * sizeof(slot) >> 20, sink);
+  std::printf(
+    "%zu rows, 8 x %zu Zipf(1.1) ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB, store "
+    "%zu MiB, each cuckoo table %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
+    rows, batch_ids, reps, kern.name, (bench::anon_huge_kib() / 1024), rows * row_floats * 4 >> 20,
+    static_cast<size_t>(store.counters().bytes >> 20), ck.n * sizeof(slot) >> 20, sink);
   if (!t[14].empty()) {
     size_t at[choices] = {}, total = 0;
     for (auto& b : batches)
       for (uint64_t id : b)
         for (size_t k = 0; k < choices; ++k)
-          if (cp.holds(cp.pos(id, k), id)) ++at[k], ++total;
+          if (cp.holds(cp.pos(id, k), id))
+            ++at[k], ++total;
     size_t found = 0;
     for (uint64_t id = 0; id < rows; ++id)
       for (size_t k = 0; k < choices; ++k)
@@ -441,28 +483,33 @@ int main(int argc, char** argv) {
           ++found;
           break;
         }
-    std::printf("promote (paths of up to %zu moves): %zu of %zu ids found, %zu held; %zu hot ids: %zu moved, %zu "
-                "first choice held by a referenced id, %zu no path; the batches' ids now at choice %.3f %.3f %.3f "
-                "%.3f; promote_plain ns per id by rep:",
-                cp.depth + 1, found, rows, cp.size, hot_n, cp.promoted, cp.blocked, cp.no_path,
-                double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
-                double(at[3]) / double(total));
+    std::printf(
+      "promote (paths of up to %zu moves): %zu of %zu ids found, %zu held; %zu hot ids: %zu moved, %zu "
+      "first choice held by a referenced id, %zu no path; the batches' ids now at choice %.3f %.3f %.3f "
+      "%.3f; promote_plain ns per id by rep:",
+      cp.depth + 1, found, rows, cp.size, hot_n, cp.promoted, cp.blocked, cp.no_path,
+      double(at[0]) / double(total), double(at[1]) / double(total), double(at[2]) / double(total),
+      double(at[3]) / double(total));
     for (int r = 0; r < reps; ++r)
-      std::printf(" %.1f", bench::median(std::vector<double>(t[14].begin() + r * 8, t[14].begin() + r * 8 + 8)));
+      std::printf(" %.1f", bench::median(std::vector<double>(t[14].begin() + r * 8,
+                                                             t[14].begin() + r * 8 + 8)));
     std::printf("\n");
   }
-  std::printf("(%s)\n", cold ? "cold: 1 GiB streamed before each variant" : "warm: one variant per table in turn");
-  for (int v : order) std::printf("%-12s %7.1f\n", names[v], bench::median(t[v]));
+  std::printf("(%s)\n", cold ? "cold: 1 GiB streamed before each variant"
+                             : "warm: one variant per table in turn");
+  for (int v : order)
+    std::printf("%-12s %7.1f\n", names[v], bench::median(t[v]));
   double f = bench::median(t[0]), fu = bench::median(t[6]);
   auto ratio = [&](double base, int v) { return t[v].empty() ? 0.0 : base / bench::median(t[v]); };
-  std::printf("store_lookup_ratio=%.3f peek_ratio=%.3f cuckoo1_lookup_ratio=%.3f cuckoo2_lookup_ratio=%.3f "
-              "hot_cuckoo1_lookup_ratio=%.3f hot_cuckoo2_lookup_ratio=%.3f store_update_ratio=%.3f "
-              "cuckoo2_update_ratio=%.3f hot_cuckoo1_update_ratio=%.3f plain_lookup_ratio=%.3f hot_plain_lookup_ratio=%.3f "
-              "hot_plain_update_ratio=%.3f promote_plain_lookup_ratio=%.3f promote_plain_update_ratio=%.3f "
-              "cuckoo_bytes_ratio=%.3f\n",
-              ratio(f, 1), ratio(f, 2), ratio(f, 3), ratio(f, 4), ratio(f, 5), ratio(f, 10), ratio(fu, 7), ratio(fu, 8),
-              ratio(fu, 9), ratio(f, 11), ratio(f, 12), ratio(fu, 13), ratio(f, 14), ratio(fu, 15),
-              double(ck.n * sizeof(slot)) / double(rows) / 68.0);
+  std::printf(
+    "store_lookup_ratio=%.3f peek_ratio=%.3f cuckoo1_lookup_ratio=%.3f cuckoo2_lookup_ratio=%.3f "
+    "hot_cuckoo1_lookup_ratio=%.3f hot_cuckoo2_lookup_ratio=%.3f store_update_ratio=%.3f "
+    "cuckoo2_update_ratio=%.3f hot_cuckoo1_update_ratio=%.3f plain_lookup_ratio=%.3f hot_plain_lookup_ratio=%.3f "
+    "hot_plain_update_ratio=%.3f promote_plain_lookup_ratio=%.3f promote_plain_update_ratio=%.3f "
+    "cuckoo_bytes_ratio=%.3f\n",
+    ratio(f, 1), ratio(f, 2), ratio(f, 3), ratio(f, 4), ratio(f, 5), ratio(f, 10), ratio(fu, 7),
+    ratio(fu, 8), ratio(fu, 9), ratio(f, 11), ratio(f, 12), ratio(fu, 13), ratio(f, 14),
+    ratio(fu, 15), double(ck.n * sizeof(slot)) / double(rows) / 68.0);
   huge_free(flat, rows * row_floats * 4);
   return 0;
 }

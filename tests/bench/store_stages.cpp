@@ -65,7 +65,8 @@ void slot_lookup(slot_table& t, const std::vector<uint64_t>& ids, float* out) {
     if (b >= 2 * ahead)
       for (size_t k = b - 2 * ahead; k < std::min(b - ahead, n); ++k) {
         uint32_t s = slots[k % ring];
-        if (t.id_at(s) != ids[k]) s = t.find(ids[k], hashes[k % ring]);  // a tag of another id
+        if (t.id_at(s) != ids[k])
+          s = t.find(ids[k], hashes[k % ring]);  // a tag of another id
         t.touch(s);
         std::memcpy(out + k * dim, t.row(s), dim * 4);
       }
@@ -89,14 +90,16 @@ int main(int argc, char** argv) {
   embedding_table store(o), store16(o16);
   row_index index(rows);
   const row_layout layout = row_layout::of(o);
-  row_slabs slabs(layout.weight_bytes, 4 * layout.state_floats, row_slabs::rows_per_slab(layout.stride, rows));
+  row_slabs slabs(layout.weight_bytes, 4 * layout.state_floats,
+                  row_slabs::rows_per_slab(layout.stride, rows));
   slabs.ensure(rows);
   std::vector<float> out(batch_ids * dim);
   {
     std::vector<uint64_t> ids(batch_ids);
     for (size_t b = 0; b < rows; b += batch_ids) {
       size_t n = std::min(batch_ids, rows - b);
-      for (size_t i = 0; i < n; ++i) ids[i] = b + i;
+      for (size_t i = 0; i < n; ++i)
+        ids[i] = b + i;
       store.lookup({ids.data(), n}, out.data());
       store16.lookup({ids.data(), n}, out.data());
     }
@@ -120,8 +123,9 @@ int main(int argc, char** argv) {
   const sparse_kernels& k = sparse_kernels_select(simd_choice::automatic);
   std::vector<uint16_t> half(dim, 0x3c00);
 
-  const char* names[] = {"hash", "index", "rows", "copy", "fp16", "flat", "flat_4k", "store", "peek", "store_fp16",
-                         "index_home", "plain", "rows_plain", "slots"};
+  const char* names[] = {"hash",       "index",   "rows",       "copy", "fp16",
+                         "flat",       "flat_4k", "store",      "peek", "store_fp16",
+                         "index_home", "plain",   "rows_plain", "slots"};
   constexpr int variants = 14;
   std::vector<double> t[variants];
   double sink = 0;
@@ -138,44 +142,54 @@ int main(int argc, char** argv) {
         uint64_t acc = 0;
         switch (v) {
           case 0:
-            for (size_t i = 0; i < n; ++i) acc += row_index::hash_of(b[i]);
+            for (size_t i = 0; i < n; ++i)
+              acc += row_index::hash_of(b[i]);
             break;
           case 1:
             for (size_t i = 0; i < n; ++i) {
-              if (i + ahead < n) index.prefetch(row_index::hash_of(b[i + ahead]));
+              if (i + ahead < n)
+                index.prefetch(row_index::hash_of(b[i + ahead]));
               acc += index.find(b[i], row_index::hash_of(b[i]));
             }
             break;
           case 2:
             for (size_t i = 0; i < n; ++i) {
-              if (i + ahead < n) slabs.prefetch_weights(static_cast<uint32_t>(b[i + ahead]));
+              if (i + ahead < n)
+                slabs.prefetch_weights(static_cast<uint32_t>(b[i + ahead]));
               std::memcpy(&out[i * dim], slabs.weights(static_cast<uint32_t>(b[i])), dim * 4);
             }
             break;
           case 3:
-            for (size_t i = 0; i < n; ++i) std::memcpy(&out[(i % 64) * dim], slabs.weights(static_cast<uint32_t>(i % 64)), dim * 4);
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[(i % 64) * dim], slabs.weights(static_cast<uint32_t>(i % 64)),
+                          dim * 4);
             break;
           case 4:
-            for (size_t i = 0; i < n; ++i) k.to_f32(half.data(), &out[(i % 64) * dim], dim);
+            for (size_t i = 0; i < n; ++i)
+              k.to_f32(half.data(), &out[(i % 64) * dim], dim);
             break;
           case 5:
-            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[i * dim], flat + b[i] * row_floats, dim * 4);
             break;
           case 6:
-            for (size_t i = 0; i < n; ++i) std::memcpy(&out[i * dim], &flat_4k[b[i] * row_floats], dim * 4);
+            for (size_t i = 0; i < n; ++i)
+              std::memcpy(&out[i * dim], &flat_4k[b[i] * row_floats], dim * 4);
             break;
           case 7: store.lookup(b, out.data()); break;
           case 8: store.peek(b, out.data()); break;
           case 9: store16.lookup(b, out.data()); break;
           case 10:
             for (size_t i = 0; i < n; ++i) {
-              if (i + ahead < n) index.prefetch(row_index::hash_of(b[i + ahead]));
+              if (i + ahead < n)
+                index.prefetch(row_index::hash_of(b[i + ahead]));
               acc += index.find_home(b[i], row_index::hash_of(b[i]));
             }
             break;
           case 11:
             for (size_t i = 0; i < n; ++i)
-              std::memcpy(&out[i * dim], slabs.weights(index.find(b[i], row_index::hash_of(b[i]))), dim * 4);
+              std::memcpy(&out[i * dim], slabs.weights(index.find(b[i], row_index::hash_of(b[i]))),
+                          dim * 4);
             break;
           case 12:
             for (size_t i = 0; i < n; ++i)
@@ -186,18 +200,25 @@ int main(int argc, char** argv) {
         t[v].push_back((bench::thread_cpu_s() - c0) * 1e9 / static_cast<double>(n));
         sink += static_cast<double>(acc % 7) + out[5];
       }
-  std::printf("%s ids, %zu rows, %zu x %zu ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB on huge "
-              "pages, store %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
-              uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name, bench::anon_huge_kib() / 1024,
-              rows * row_floats * 4 >> 20, static_cast<size_t>(store.counters().bytes >> 20), sink);
-  for (int v = 0; v < variants; ++v) std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
-  std::printf("ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f slots/flat %.3f\n",
-              bench::median(t[5]) / bench::median(t[7]), bench::median(t[5]) / bench::median(t[8]), bench::median(t[5]) / bench::median(t[9]),
-              bench::median(t[5]) / bench::median(t[6]), bench::median(t[5]) / bench::median(t[13]));
-  std::printf("index_home=%.1f hash=%.1f index=%.1f rows=%.1f copy=%.1f fp16=%.1f flat=%.1f flat_4k=%.1f store=%.1f peek=%.1f "
-              "store_fp16=%.1f slots=%.1f\n",
-              bench::median(t[10]), bench::median(t[0]), bench::median(t[1]), bench::median(t[2]), bench::median(t[3]), bench::median(t[4]), bench::median(t[5]), bench::median(t[6]),
-              bench::median(t[7]), bench::median(t[8]), bench::median(t[9]), bench::median(t[13]));
+  std::printf(
+    "%s ids, %zu rows, %zu x %zu ids, %d reps, kernels %s; AnonHugePages %zu MiB (flat %zu MiB on huge "
+    "pages, store %zu MiB); ns per id, thread CPU time, medians (sink %g):\n",
+    uniform ? "uniform" : "zipf", rows, batches.size(), batch_ids, reps, k.name,
+    bench::anon_huge_kib() / 1024, rows * row_floats * 4 >> 20,
+    static_cast<size_t>(store.counters().bytes >> 20), sink);
+  for (int v = 0; v < variants; ++v)
+    std::printf("%-10s %7.1f\n", names[v], bench::median(t[v]));
+  std::printf(
+    "ratios: store/flat %.3f peek/flat %.3f store_fp16/flat %.3f flat_4k/flat %.3f slots/flat %.3f\n",
+    bench::median(t[5]) / bench::median(t[7]), bench::median(t[5]) / bench::median(t[8]),
+    bench::median(t[5]) / bench::median(t[9]), bench::median(t[5]) / bench::median(t[6]),
+    bench::median(t[5]) / bench::median(t[13]));
+  std::printf(
+    "index_home=%.1f hash=%.1f index=%.1f rows=%.1f copy=%.1f fp16=%.1f flat=%.1f flat_4k=%.1f store=%.1f peek=%.1f "
+    "store_fp16=%.1f slots=%.1f\n",
+    bench::median(t[10]), bench::median(t[0]), bench::median(t[1]), bench::median(t[2]),
+    bench::median(t[3]), bench::median(t[4]), bench::median(t[5]), bench::median(t[6]),
+    bench::median(t[7]), bench::median(t[8]), bench::median(t[9]), bench::median(t[13]));
   huge_free(flat, rows * row_floats * 4);
   return 0;
 }

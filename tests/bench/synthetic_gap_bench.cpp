@@ -34,7 +34,7 @@ namespace {
 
 struct row_average {  // time-weighted sum of a row's values since the averaging started
   std::vector<float> sum;
-  int64_t since = 0;  // the step the row has held its current value since
+  int64_t since = 0;        // the step the row has held its current value since
   std::vector<float> usum;  // the sum of the row's values before each of its updates (per update)
   uint32_t updates = 0;
 };
@@ -56,17 +56,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
     double v = std::atof(argv[i + 1]);
-    if (key == "train_batches") train_batches = static_cast<int64_t>(v);
-    else if (key == "batch_size") bs = static_cast<int>(v);
-    else if (key == "validation_batches") validation_batches = static_cast<int64_t>(v);
-    else if (key == "test_batches") test_batches = static_cast<int64_t>(v);
-    else if (key == "embedding_lr") eo.learning_rate = static_cast<float>(v);
-    else if (key == "initial_accumulator") eo.initial_accumulator = static_cast<float>(v);
-    else if (key == "dense_lr") dopt.learning_rate = static_cast<float>(v);
-    else if (key == "interaction") mc.interaction = static_cast<dlrm_interaction>(static_cast<int>(v));
-    else if (key == "dim") mc.dim = eo.dim = static_cast<int>(v);
-    else if (key == "tail_from") tail_from = v;
-    else if (key == "seed") seed = static_cast<uint64_t>(v);
+    if (key == "train_batches")
+      train_batches = static_cast<int64_t>(v);
+    else if (key == "batch_size")
+      bs = static_cast<int>(v);
+    else if (key == "validation_batches")
+      validation_batches = static_cast<int64_t>(v);
+    else if (key == "test_batches")
+      test_batches = static_cast<int64_t>(v);
+    else if (key == "embedding_lr")
+      eo.learning_rate = static_cast<float>(v);
+    else if (key == "initial_accumulator")
+      eo.initial_accumulator = static_cast<float>(v);
+    else if (key == "dense_lr")
+      dopt.learning_rate = static_cast<float>(v);
+    else if (key == "interaction")
+      mc.interaction = static_cast<dlrm_interaction>(static_cast<int>(v));
+    else if (key == "dim")
+      mc.dim = eo.dim = static_cast<int>(v);
+    else if (key == "tail_from")
+      tail_from = v;
+    else if (key == "seed")
+      seed = static_cast<uint64_t>(v);
     else {
       std::fprintf(stderr, "unknown key %s\n", key.c_str());
       return 2;
@@ -91,20 +102,24 @@ int main(int argc, char** argv) {
   std::vector<float> rows, pooled, pooled_grad, grad_unique, logits(bs), cur(dim);
   for (int64_t step = 0; step < train_batches; ++step) {
     batch b = gen.make_batch(data_split::train, step, bs);
-    for (uint64_t id : b.ids) ++count[id];
+    for (uint64_t id : b.ids)
+      ++count[id];
     pool_batch(b, table, pooling::sum, dd, rows, pooled);
     pooled_grad.resize(pooled.size());
-    model->forward_backward(bs, b.dense.data(), pooled.data(), b.labels.data(), 1.0f / bs, logits.data(),
-                            pooled_grad.data());
+    model->forward_backward(bs, b.dense.data(), pooled.data(), b.labels.data(), 1.0f / bs,
+                            logits.data(), pooled_grad.data());
     optimizer.step(model->params(), model->grads());
     auto p = model->params();
     for (size_t d = 0; d < decays.size(); ++d) {
-      if (ema[d].empty()) ema[d].assign(p.begin(), p.end());
+      if (ema[d].empty())
+        ema[d].assign(p.begin(), p.end());
       float a = static_cast<float>(decays[d]);
-      for (size_t k = 0; k < np; ++k) ema[d][k] = a * ema[d][k] + (1.0f - a) * p[k];
+      for (size_t k = 0; k < np; ++k)
+        ema[d][k] = a * ema[d][k] + (1.0f - a) * p[k];
     }
     if (step >= tail_start) {
-      for (size_t k = 0; k < np; ++k) dense_tail[k] += p[k];
+      for (size_t k = 0; k < np; ++k)
+        dense_tail[k] += p[k];
       // Rows about to change: add the value they held since their last change.
       for (size_t u = 0; u < dd.unique.size(); ++u) {
         auto& ra = tail[dd.unique[u]];
@@ -114,8 +129,10 @@ int main(int argc, char** argv) {
           ra.since = tail_start;
         }
         const float* w = rows.data() + u * dim;
-        for (int k = 0; k < dim; ++k) ra.sum[k] += w[k] * static_cast<float>(step - ra.since);
-        for (int k = 0; k < dim; ++k) ra.usum[k] += w[k];
+        for (int k = 0; k < dim; ++k)
+          ra.sum[k] += w[k] * static_cast<float>(step - ra.since);
+        for (int k = 0; k < dim; ++k)
+          ra.usum[k] += w[k];
         ++ra.updates;
         ra.since = step;
       }
@@ -127,7 +144,8 @@ int main(int argc, char** argv) {
   const std::vector<float> final_params(model->params().begin(), model->params().end());
   std::vector<float> tail_params(np);
   const double tail_steps = static_cast<double>(train_batches - tail_start);
-  for (size_t k = 0; k < np; ++k) tail_params[k] = static_cast<float>(dense_tail[k] / tail_steps);
+  for (size_t k = 0; k < np; ++k)
+    tail_params[k] = static_cast<float>(dense_tail[k] / tail_steps);
 
   // A variant: which dense weights, and how a row is read.
   enum class rowmode { plain, shrink, tail, update_avg };
@@ -139,12 +157,14 @@ int main(int argc, char** argv) {
   };
   std::vector<variant> variants = {{"plain", &final_params, rowmode::plain, 0}};
   for (double k : {0.5, 1.0, 2.0, 4.0, 8.0, 16.0})
-    variants.push_back({"shrink_" + std::to_string(k).substr(0, 4), &final_params, rowmode::shrink, k});
+    variants.push_back(
+      {"shrink_" + std::to_string(k).substr(0, 4), &final_params, rowmode::shrink, k});
   variants.push_back({"tail_rows_only", &final_params, rowmode::tail, 0});
   variants.push_back({"tail_dense_only", &tail_params, rowmode::plain, 0});
   variants.push_back({"tail_both", &tail_params, rowmode::tail, 0});
   for (size_t d = 0; d < decays.size(); ++d)
-    variants.push_back({"ema_" + std::to_string(decays[d]).substr(0, 6), &ema[d], rowmode::plain, 0});
+    variants.push_back(
+      {"ema_" + std::to_string(decays[d]).substr(0, 6), &ema[d], rowmode::plain, 0});
   variants.push_back({"ema_0.999_tail_rows", &ema[1], rowmode::tail, 0});
   variants.push_back({"update_avg_rows_only", &final_params, rowmode::update_avg, 0});
   variants.push_back({"ema_0.999_update_avg_rows", &ema[1], rowmode::update_avg, 0});
@@ -155,16 +175,20 @@ int main(int argc, char** argv) {
       auto it = count.find(id);
       double n = it == count.end() ? 0.0 : it->second;
       float f = static_cast<float>(n / (n + v.k));
-      for (int k = 0; k < dim; ++k) out[k] *= f;
+      for (int k = 0; k < dim; ++k)
+        out[k] *= f;
     } else if (v.mode == rowmode::update_avg) {
       auto it = tail.find(id);
       if (it != tail.end())
-        for (int k = 0; k < dim; ++k) out[k] = (it->second.usum[k] + out[k]) / static_cast<float>(it->second.updates + 1);
+        for (int k = 0; k < dim; ++k)
+          out[k] = (it->second.usum[k] + out[k]) / static_cast<float>(it->second.updates + 1);
     } else if (v.mode == rowmode::tail) {
       auto it = tail.find(id);
       if (it != tail.end()) {
         for (int k = 0; k < dim; ++k)
-          out[k] = static_cast<float>((it->second.sum[k] + out[k] * static_cast<double>(train_batches - it->second.since)) / tail_steps);
+          out[k] = static_cast<float>(
+            (it->second.sum[k] + out[k] * static_cast<double>(train_batches - it->second.since))
+            / tail_steps);
       }
     }
   };
@@ -173,13 +197,15 @@ int main(int argc, char** argv) {
   const std::vector<uint32_t> bin_edges = {10, 100, 1000};  // bins: <10, 10-99, 100-999, >=1000
   auto bin_of = [&](uint32_t n) {
     size_t b = 0;
-    while (b < bin_edges.size() && n >= bin_edges[b]) ++b;
+    while (b < bin_edges.size() && n >= bin_edges[b])
+      ++b;
     return b;
   };
   for (data_split split : {data_split::validation, data_split::test}) {
     int64_t nb = split == data_split::test ? test_batches : validation_batches;
     std::vector<batch> bats;
-    for (int64_t i = 0; i < nb; ++i) bats.push_back(gen.make_batch(split, i, bs));
+    for (int64_t i = 0; i < nb; ++i)
+      bats.push_back(gen.make_batch(split, i, bs));
     std::vector<float> labels, probs;
     std::vector<size_t> bins;
     for (auto& b : bats) {
@@ -210,7 +236,11 @@ int main(int argc, char** argv) {
           double p = probs[j], logit = std::log(p / (1.0 - p));
           for (int s = 0; s < b.slots; ++s) {
             uint64_t id = b.ids[static_cast<size_t>(i) * b.slots + s];
-            double w = (static_cast<double>(mix64(id ^ mix64(data.seed ^ 0x1d8e4e27c47d124fULL)) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * 1.7320508075688772;
+            double w =
+              (static_cast<double>(mix64(id ^ mix64(data.seed ^ 0x1d8e4e27c47d124fULL)) >> 11)
+                 * 0x1.0p-53 * 2.0
+               - 1.0)
+              * 1.7320508075688772;
             auto it = count.find(id);
             double n = it == count.end() ? 0.0 : it->second;
             double prec = 1.0 / (sigma2 * id_scale * id_scale);  // prior precision in logit units
@@ -231,10 +261,11 @@ int main(int argc, char** argv) {
         for (size_t bi = 0; bi <= bin_edges.size(); ++bi) {
           std::vector<float> e2, l2, p2;
           for (size_t i = 0; i < est.size(); ++i)
-            if (bins[i] == bi) e2.push_back(est[i]), l2.push_back(labels[i]), p2.push_back(probs[i]);
+            if (bins[i] == bi)
+              e2.push_back(est[i]), l2.push_back(labels[i]), p2.push_back(probs[i]);
           double ob = auc_exact(p2, l2), fb = auc_exact(e2, l2);
-          std::printf("    bayes_floor bin=%zu min_count>=%u oracle_auc=%.4f auc=%.4f gap=%.4f\n", bi,
-                      bi == 0 ? 0u : bin_edges[bi - 1], ob, fb, ob - fb);
+          std::printf("    bayes_floor bin=%zu min_count>=%u oracle_auc=%.4f auc=%.4f gap=%.4f\n",
+                      bi, bi == 0 ? 0u : bin_edges[bi - 1], ob, fb, ob - fb);
         }
     }
     for (auto& v : variants) {
@@ -242,9 +273,11 @@ int main(int argc, char** argv) {
       std::vector<float> scores;
       for (auto& b : bats) {
         pooled.resize(static_cast<size_t>(bs) * b.slots * dim);
-        for (size_t j = 0; j < b.ids.size(); ++j) read_row(v, b.ids[j], pooled.data() + j * dim);
+        for (size_t j = 0; j < b.ids.size(); ++j)
+          read_row(v, b.ids[j], pooled.data() + j * dim);
         model->forward(bs, b.dense.data(), pooled.data(), logits.data());
-        for (float l : logits) scores.push_back(sigmoid(l));
+        for (float l : logits)
+          scores.push_back(sigmoid(l));
       }
       double a = auc_exact(scores, labels);
       std::printf("  %s variant=%s auc=%.4f gap=%.4f", sname, v.name.c_str(), a, oracle - a);
@@ -253,10 +286,12 @@ int main(int argc, char** argv) {
         for (size_t bi = 0; bi <= bin_edges.size(); ++bi) {
           std::vector<float> s2, l2, p2;
           for (size_t i = 0; i < scores.size(); ++i)
-            if (bins[i] == bi) s2.push_back(scores[i]), l2.push_back(labels[i]), p2.push_back(probs[i]);
+            if (bins[i] == bi)
+              s2.push_back(scores[i]), l2.push_back(labels[i]), p2.push_back(probs[i]);
           double ob = auc_exact(p2, l2), mb = auc_exact(s2, l2);
-          std::printf("    bin=%zu min_count>=%u share=%.4f oracle_auc=%.4f auc=%.4f gap=%.4f\n", bi,
-                      bi == 0 ? 0u : bin_edges[bi - 1], double(s2.size()) / scores.size(), ob, mb, ob - mb);
+          std::printf("    bin=%zu min_count>=%u share=%.4f oracle_auc=%.4f auc=%.4f gap=%.4f\n",
+                      bi, bi == 0 ? 0u : bin_edges[bi - 1], double(s2.size()) / scores.size(), ob,
+                      mb, ob - mb);
         }
       } else {
         std::printf("\n");

@@ -76,12 +76,12 @@ TEST_CASE("k8s: objects of both flavors") {
   std::vector<std::string> kinds;
   for (auto& d : docs)
     kinds.push_back(d["kind"].as<std::string>() + "/" + d["metadata"]["name"].as<std::string>());
-  CHECK(kinds == std::vector<std::string>{"Namespace/demo", "ConfigMap/satrap-manifest",
-                                          "Secret/satrap-admin", "Secret/satrap-certs",
-                                          "Deployment/head", "Service/head",
-                                          "Service/big", "StatefulSet/big", "Service/gpu",
-                                          "StatefulSet/gpu", "ConfigMap/satrap-job",
-                                          "Job/satrap-submit"});
+  CHECK(kinds
+        == std::vector<std::string>{"Namespace/demo", "ConfigMap/satrap-manifest",
+                                    "Secret/satrap-admin", "Secret/satrap-certs", "Deployment/head",
+                                    "Service/head", "Service/big", "StatefulSet/big", "Service/gpu",
+                                    "StatefulSet/gpu", "ConfigMap/satrap-job",
+                                    "Job/satrap-submit"});
   CHECK(docs[3]["stringData"]["node-gpu-1.token"].as<std::string>()
         == "contents of node-gpu-1.token\n");
   CHECK(!docs[3]["stringData"]["ca.key"]);  // the CA key never leaves the operator

@@ -116,8 +116,8 @@ void run(const satrap::capnp_payload& p, [[maybe_unused]] const expectations& e)
     sink = touch(v->params) + touch(v->m) + touch(v->v);
   }
 #elif SATRAP_FUZZ_PAYLOAD == 6
-  auto m = snapshot_manifest_decode(
-    {reinterpret_cast<const std::byte*>(p.bytes.data()), p.bytes.size()});
+  auto m =
+    snapshot_manifest_decode({reinterpret_cast<const std::byte*>(p.bytes.data()), p.bytes.size()});
   if (m) {
     check(m->sequence > 0 && m->parent < m->sequence && m->dim >= 1);
     for (auto& f : m->files)
@@ -144,7 +144,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(&batch, data + 4, 4);
   e.batch = batch;
   satrap::capnp_payload p;
-  p.bytes.assign(reinterpret_cast<const char*>(data) + 8, reinterpret_cast<const char*>(data) + size);
+  p.bytes.assign(reinterpret_cast<const char*>(data) + 8,
+                 reinterpret_cast<const char*>(data) + size);
   run(p, e);
   return 0;
 }

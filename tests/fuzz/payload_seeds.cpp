@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
   fs::path root = argv[1];
   // dim byte 3 -> dim 4; slots byte 2 -> slots 3.
   auto d = root / "payload_id_batch";
-  write(d, "valid_2x3", {3, 2, 0, 0, 5}, id_batch(2, 3, {0, 1, 3, 3, 4, 6, 7}, {1, 2, 3, 1, 9, 9, 4}));
+  write(d, "valid_2x3", {3, 2, 0, 0, 5},
+        id_batch(2, 3, {0, 1, 3, 3, 4, 6, 7}, {1, 2, 3, 1, 9, 9, 4}));
   write(d, "valid_empty_bags", {0, 0, 0, 0, 5}, id_batch(3, 1, {0, 0, 0, 0}, {}));
   write(d, "offsets_go_down", {3, 2, 0, 0, 5}, id_batch(1, 3, {0, 2, 1, 3}, {1, 2, 3}));
   write(d, "offsets_past_ids", {3, 2, 0, 0, 5}, id_batch(1, 3, {0, 1, 2, 9}, {1, 2, 3}));

@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(in.offsets.size() == static_cast<size_t>(in.size) * limits.slots + 1);
   check(in.offsets.front() == 0 && in.offsets.back() == in.ids.size());
   for (size_t b = 1; b < in.offsets.size(); ++b)
-    check(in.offsets[b] >= in.offsets[b - 1] && in.offsets[b] - in.offsets[b - 1] <= limits.max_ids_per_bag);
+    check(in.offsets[b] >= in.offsets[b - 1]
+          && in.offsets[b] - in.offsets[b - 1] <= limits.max_ids_per_bag);
   check(in.dense.size() == static_cast<size_t>(in.size) * limits.dense_features);
   for (float f : in.dense)
     check(std::isfinite(f));

@@ -31,8 +31,10 @@ TEST_CASE("bias + ReLU forward matches linear_forward's bias then relu_forward")
   for (bool relu : {false, true}) {
     std::vector<float> cpu = y0;
     for (int i = 0; i < batch; ++i)
-      for (int o = 0; o < out; ++o) cpu[size_t(i) * out + o] += b[o];
-    if (relu) relu_forward(cpu.size(), cpu.data(), cpu.data());
+      for (int o = 0; o < out; ++o)
+        cpu[size_t(i) * out + o] += b[o];
+    if (relu)
+      relu_forward(cpu.size(), cpu.data(), cpu.data());
     auto dy = to_device(y0);
     auto db = to_device(b);
     REQUIRE_OK(cuda_bias_relu_forward(nullptr, batch, out, db.data(), dy.data(), relu));
@@ -47,9 +49,11 @@ TEST_CASE("fused ReLU backward + bias grad matches relu_backward and linear_back
     auto g = random_floats(size_t(batch) * out, 4);
     for (bool relu : {false, true}) {
       std::vector<float> cpu_dy = g, cpu_db(out, 0.0f);
-      if (relu) relu_backward(cpu_dy.size(), y.data(), cpu_dy.data(), cpu_dy.data());
+      if (relu)
+        relu_backward(cpu_dy.size(), y.data(), cpu_dy.data(), cpu_dy.data());
       for (int i = 0; i < batch; ++i)
-        for (int o = 0; o < out; ++o) cpu_db[o] += cpu_dy[size_t(i) * out + o];
+        for (int o = 0; o < out; ++o)
+          cpu_db[o] += cpu_dy[size_t(i) * out + o];
       auto dy_d = to_device(y);
       auto dg = to_device(g);
       device_array<float> ddb;
@@ -77,8 +81,8 @@ TEST_CASE("cuda_gemm matches cblas_sgemm (row-major) for every transpose") {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
                   n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, cpu.data(), ldc);
       auto da = to_device(a), db = to_device(b), dc = to_device(c);
-      REQUIRE_OK(cuda_gemm(blas.value(), ta, tb, m, n, k, 0.5f, da.data(), lda, db.data(), ldb, 2.0f,
-                           dc.data(), ldc));
+      REQUIRE_OK(cuda_gemm(blas.value(), ta, tb, m, n, k, 0.5f, da.data(), lda, db.data(), ldb,
+                           2.0f, dc.data(), ldc));
       INFO("trans_a " << ta << " trans_b " << tb);
       check_close("gemm", to_host(dc, cpu.size()), cpu, 1e-5, 1e-5);
     }
@@ -95,7 +99,8 @@ TEST_CASE("cuda_linear_forward / backward match linear_forward / backward") {
   for (bool relu : {false, true}) {
     std::vector<float> y(size_t(batch) * out);
     linear_forward(batch, in, out, x.data(), w.data(), b.data(), y.data());
-    if (relu) relu_forward(y.size(), y.data(), y.data());
+    if (relu)
+      relu_forward(y.size(), y.data(), y.data());
     auto dx = to_device(x), dw = to_device(w), dbias = to_device(b);
     device_array<float> dyout;
     REQUIRE_OK(dyout.reserve(y.size()));
@@ -119,7 +124,9 @@ TEST_CASE("cuda_linear_forward / backward match linear_forward / backward") {
 }
 
 TEST_CASE("interaction forward / backward match their CPU twins") {
-  struct shape { int batch, slots, dim; };
+  struct shape {
+    int batch, slots, dim;
+  };
   for (shape s : {shape{37, 5, 7}, shape{8, 26, 16}, shape{3, 1, 4}}) {
     INFO("batch " << s.batch << " slots " << s.slots << " dim " << s.dim);
     const int width = interaction_output_size(s.slots, s.dim);
@@ -151,7 +158,8 @@ TEST_CASE("pooling forward / backward (sum, mean, empty bags) match pool_forward
   std::vector<uint32_t> offsets{0}, inverse;
   for (int b = 0; b < bags; ++b) {
     int len = b % 7 == 0 ? 0 : static_cast<int>(rng() % 9);
-    for (int k = 0; k < len; ++k) inverse.push_back(rng() % n_unique);
+    for (int k = 0; k < len; ++k)
+      inverse.push_back(rng() % n_unique);
     offsets.push_back(static_cast<uint32_t>(inverse.size()));
   }
   auto rows = random_floats(size_t(n_unique) * dim, 61);
@@ -172,7 +180,7 @@ TEST_CASE("pooling forward / backward (sum, mean, empty bags) match pool_forward
     REQUIRE_OK(cuda_pool_backward(nullptr, mode, bags, dim, doff.data(), dinv.data(), dgout.data(),
                                   dgu.data()));
     check_close("pool_forward", to_host(dout, out.size()), out, 1e-6, 1e-6);  // same order
-    check_close("pool_backward", to_host(dgu, gu.size()), gu, 1e-5, 1e-5);   // atomics
+    check_close("pool_backward", to_host(dgu, gu.size()), gu, 1e-5, 1e-5);    // atomics
   }
 }
 
@@ -183,7 +191,8 @@ TEST_CASE("BCE with logits matches bce_with_logits") {
   logits[1] = 80.0f;
   logits[2] = -80.0f;
   auto labels = random_floats(batch, 71, 0.0f, 1.0f);
-  for (float& y : labels) y = y < 0.5f ? 0.0f : 1.0f;
+  for (float& y : labels)
+    y = y < 0.5f ? 0.0f : 1.0f;
   labels[3] = 0.25f;  // soft labels work too
   std::vector<float> dl(batch);
   double loss = bce_with_logits(batch, logits.data(), labels.data(), 1.0f / batch, dl.data());
@@ -221,9 +230,9 @@ TEST_CASE("dense optimizer steps (SGD, Adagrad, Adam, weight decay) match dense_
       auto g = random_floats(n, 81 + step);
       cpu.step(w, g);
       REQUIRE_OK(SATRAP_CUDA_CHECK(
-          cudaMemcpy(dg.data(), g.data(), n * sizeof(float), cudaMemcpyHostToDevice)));
-      REQUIRE_OK(cuda_dense_optimizer_step(nullptr, o, step, n, dw.data(), dg.data(), dm.data(),
-                                           dv.data()));
+        cudaMemcpy(dg.data(), g.data(), n * sizeof(float), cudaMemcpyHostToDevice)));
+      REQUIRE_OK(
+        cuda_dense_optimizer_step(nullptr, o, step, n, dw.data(), dg.data(), dm.data(), dv.data()));
     }
     check_close("params", to_host(dw, n), w, 1e-6, 1e-5);
   }
@@ -242,14 +251,15 @@ TEST_CASE("sparse Adagrad row update matches the scalar sparse kernel") {
   auto acc = random_floats(size_t(table_rows) * dim, 91, 0.0f, 0.5f);
   auto g = random_floats(size_t(rows) * dim, 92, -3.0f, 3.0f);
   std::vector<uint32_t> ids;
-  for (int r = 0; r < rows; ++r) ids.push_back(static_cast<uint32_t>((r * 37 + 5) % table_rows));
+  for (int r = 0; r < rows; ++r)
+    ids.push_back(static_cast<uint32_t>((r * 37 + 5) % table_rows));
   auto dw = to_device(w), dacc = to_device(acc), dg = to_device(g);
   auto dids = to_device(ids);
   for (int r = 0; r < rows; ++r)
-    sparse_kernels_scalar().step(p, w.data() + size_t(ids[r]) * dim, acc.data() + size_t(ids[r]) * dim,
-                                 g.data() + size_t(r) * dim);
-  REQUIRE_OK(cuda_sparse_adagrad_step(nullptr, rows, dim, dids.data(), p.lr, p.eps,
-                                      p.weight_decay, p.clip, dw.data(), dacc.data(), dg.data()));
+    sparse_kernels_scalar().step(p, w.data() + size_t(ids[r]) * dim,
+                                 acc.data() + size_t(ids[r]) * dim, g.data() + size_t(r) * dim);
+  REQUIRE_OK(cuda_sparse_adagrad_step(nullptr, rows, dim, dids.data(), p.lr, p.eps, p.weight_decay,
+                                      p.clip, dw.data(), dacc.data(), dg.data()));
   check_close("weights", to_host(dw, w.size()), w, 1e-6, 1e-5);
   check_close("accumulators", to_host(dacc, acc.size()), acc, 1e-6, 1e-5);
 }
@@ -272,7 +282,8 @@ TEST_CASE("bf16 / fp16 rounding is round-to-nearest-even") {
   REQUIRE_OK(cuda_round_to_half(nullptr, dense_precision::bf16, x.size(), dx.data(), d16.data()));
   auto got = to_host(d16, x.size());
   size_t wrong = 0;
-  for (size_t i = 0; i < x.size(); ++i) wrong += got[i] != bf16(x[i]);
+  for (size_t i = 0; i < x.size(); ++i)
+    wrong += got[i] != bf16(x[i]);
   CHECK(wrong == 0);
   CHECK(got[1] == 0x3f80);
   REQUIRE_OK(cuda_round_to_half(nullptr, dense_precision::fp16, 3, dx.data(), d16.data()));

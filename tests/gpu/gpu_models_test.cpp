@@ -23,10 +23,11 @@ struct batch_inputs {
   std::vector<float> dense, pooled, labels;
   batch_inputs(const dense_model_config& c, int batch, uint32_t seed, float pooled_range = 1.0f)
       : dense(random_floats(size_t(batch) * c.dense_features, seed)),
-        pooled(random_floats(size_t(batch) * c.slots * c.dim, seed + 1, -pooled_range,
-                             pooled_range)),
+        pooled(
+          random_floats(size_t(batch) * c.slots * c.dim, seed + 1, -pooled_range, pooled_range)),
         labels(random_floats(batch, seed + 2, 0.0f, 1.0f)) {
-    for (float& y : labels) y = y < 0.3f ? 1.0f : 0.0f;
+    for (float& y : labels)
+      y = y < 0.3f ? 1.0f : 0.0f;
   }
 };
 
@@ -55,10 +56,10 @@ void compare_with_cpu(const dense_model_config& config, int batch, int steps, do
   for (int step = 0; step < steps; ++step) {
     INFO("model " << dense_model_type_name(config.type) << " step " << step);
     std::vector<float> cl(batch), gl(batch), cpg(in.pooled.size()), gpg(in.pooled.size());
-    double closs = cpu->forward_backward(batch, in.dense.data(), in.pooled.data(),
-                                         in.labels.data(), scale, cl.data(), cpg.data());
-    auto gloss = g.try_forward_backward(batch, in.dense.data(), in.pooled.data(),
-                                        in.labels.data(), scale, gl.data(), gpg.data());
+    double closs = cpu->forward_backward(batch, in.dense.data(), in.pooled.data(), in.labels.data(),
+                                         scale, cl.data(), cpg.data());
+    auto gloss = g.try_forward_backward(batch, in.dense.data(), in.pooled.data(), in.labels.data(),
+                                        scale, gl.data(), gpg.data());
     REQUIRE_OK(gloss);
     check_rel_l2("loss", {float(gloss.value())}, {float(closs)}, rtol);
     check_rel_l2("logits", gl, cl, rtol);
@@ -136,7 +137,10 @@ TEST_CASE("every GPU model on the Criteo shape matches its CPU twin") {
 // 1% (bf16) / 0.2% (fp16) of fp32 (relative), the gradients within 5% / 1% (relative L2), and
 // 50 training steps keep the losses within 2% / 0.5% of each other.
 TEST_CASE("bf16 and fp16 GEMMs: loss and gradients within the stated tolerance of fp32") {
-  struct want { dense_precision p; double loss, grads, trained; };
+  struct want {
+    dense_precision p;
+    double loss, grads, trained;
+  };
   for (want w : {want{dense_precision::bf16, 1e-2, 5e-2, 2e-2},
                  want{dense_precision::fp16, 2e-3, 1e-2, 5e-3}}) {
     for (auto type : {dense_model_type::dlrm, dense_model_type::dcn_v2}) {
@@ -159,11 +163,11 @@ TEST_CASE("bf16 and fp16 GEMMs: loss and gradients within the stated tolerance o
       for (int step = 0; step < 50; ++step) {
         batch_inputs in(config, batch, 200 + step, 0.1f);
         auto a = fp32.value()->try_forward_backward(batch, in.dense.data(), in.pooled.data(),
-                                                    in.labels.data(), 1.0f / batch,
-                                                    logits.data(), pg.data());
+                                                    in.labels.data(), 1.0f / batch, logits.data(),
+                                                    pg.data());
         auto b = half.value()->try_forward_backward(batch, in.dense.data(), in.pooled.data(),
-                                                    in.labels.data(), 1.0f / batch,
-                                                    logits.data(), pg.data());
+                                                    in.labels.data(), 1.0f / batch, logits.data(),
+                                                    pg.data());
         REQUIRE_OK(a);
         REQUIRE_OK(b);
         if (step == 0) {
@@ -176,10 +180,10 @@ TEST_CASE("bf16 and fp16 GEMMs: loss and gradients within the stated tolerance o
         REQUIRE_OK(fp32.value()->optimizer_step());
         REQUIRE_OK(half.value()->optimizer_step());
       }
-      MESSAGE(dense_precision_name(w.p) << " " << dense_model_type_name(type) << ": mean loss "
-              << loss16 / (50.0 * batch) << " vs fp32 " << loss32 / (50.0 * batch)
-              << ", loss scale " << half.value()->loss_scale() << ", skipped steps "
-              << half.value()->skipped_steps());
+      MESSAGE(dense_precision_name(w.p)
+              << " " << dense_model_type_name(type) << ": mean loss " << loss16 / (50.0 * batch)
+              << " vs fp32 " << loss32 / (50.0 * batch) << ", loss scale "
+              << half.value()->loss_scale() << ", skipped steps " << half.value()->skipped_steps());
       CHECK(std::abs(loss16 - loss32) <= w.trained * loss32);
       CHECK(half.value()->skipped_steps() <= 2);  // the scale finds its level in a step or two
     }

@@ -83,23 +83,29 @@ TEST_CASE("NCCL all-reduce across every GPU, one rank (and thread) per device") 
     threads.emplace_back([&, r] {
       auto fail = [&](const std::string& e) { errors[r] = e; };
       auto comm = nccl_comm::init_rank(id.value(), n, r, r);
-      if (!comm.ok()) return fail(comm.error());
+      if (!comm.ok())
+        return fail(comm.error());
       cudaStream_t stream = nullptr;
-      if (auto s = SATRAP_CUDA_CHECK(cudaStreamCreate(&stream)); !s.ok()) return fail(s.error());
+      if (auto s = SATRAP_CUDA_CHECK(cudaStreamCreate(&stream)); !s.ok())
+        return fail(s.error());
       device_array<float> buf;
-      if (auto s = buf.reserve(count); !s.ok()) return fail(s.error());
+      if (auto s = buf.reserve(count); !s.ok())
+        return fail(s.error());
       std::vector<float> h(count, static_cast<float>(r + 1));
       cudaMemcpy(buf.data(), h.data(), count * sizeof(float), cudaMemcpyHostToDevice);
       if (auto s = comm.value()->all_reduce_sum(buf.data(), buf.data(), count, stream); !s.ok())
         return fail(s.error());
-      if (auto s = SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)); !s.ok()) return fail(s.error());
+      if (auto s = SATRAP_CUDA_CHECK(cudaStreamSynchronize(stream)); !s.ok())
+        return fail(s.error());
       cudaMemcpy(h.data(), buf.data(), count * sizeof(float), cudaMemcpyDeviceToHost);
       first[r] = h.front();
       last[r] = h.back();
       cudaStreamDestroy(stream);
-      if (auto s = comm.value()->destroy(); !s.ok()) return fail(s.error());
+      if (auto s = comm.value()->destroy(); !s.ok())
+        return fail(s.error());
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   const float expected = static_cast<float>(n * (n + 1) / 2);
   for (int r = 0; r < n; ++r) {
     INFO("rank " << r << ": " << errors[r]);
@@ -108,4 +114,3 @@ TEST_CASE("NCCL all-reduce across every GPU, one rank (and thread) per device") 
     CHECK(last[r] == expected);
   }
 }
-

@@ -28,7 +28,8 @@ struct step_inputs {
         dense(random_floats(size_t(b) * c.dense_features, seed)),
         pooled(random_floats(size_t(b) * c.slots * c.dim, seed + 1)),
         labels(random_floats(b, seed + 2, 0.0f, 1.0f)) {
-    for (float& y : labels) y = y < 0.3f ? 1.0f : 0.0f;
+    for (float& y : labels)
+      y = y < 0.3f ? 1.0f : 0.0f;
   }
 };
 
@@ -38,7 +39,8 @@ void check_bits(const std::string& what, const std::vector<float>& a, const std:
   INFO(what);
   REQUIRE(a.size() == b.size());
   size_t differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
   CHECK_MESSAGE(differ == 0, what << ": " << differ << " of " << a.size() << " values differ");
 }
 
@@ -71,7 +73,8 @@ void compare_paths(const dense_model_config& config) {
   REQUIRE_OK(s.set_optimizer(opt));
   REQUIRE_OK(o.set_optimizer(opt));
   std::vector<step_inputs> steps;
-  for (int k = 0; k < 4; ++k) steps.emplace_back(config, k == 2 ? 64 : 129, 300 + 10 * k);
+  for (int k = 0; k < 4; ++k)
+    steps.emplace_back(config, k == 2 ? 64 : 129, 300 + 10 * k);
   auto stage = [&](int k) {
     auto& in = steps[size_t(k)];
     return o.stage_batch(k, in.batch, in.dense.data(), in.pooled.data(), in.labels.data());
@@ -123,7 +126,8 @@ void compare_paths(const dense_model_config& config) {
 
 }  // namespace
 
-TEST_CASE("staged (pinned, copy stream, double-buffered) path equals the synchronous one bit for bit") {
+TEST_CASE(
+  "staged (pinned, copy stream, double-buffered) path equals the synchronous one bit for bit") {
   for (auto type : {dense_model_type::dlrm, dense_model_type::dcn_v2, dense_model_type::deepfm,
                     dense_model_type::wide_deep})
     compare_paths(small_config(type, dense_precision::fp32));
@@ -165,8 +169,8 @@ TEST_CASE("device optimizer_step follows the learning-rate schedule as dense_opt
   std::vector<float> logits(64), pg(size_t(64) * config.slots * config.dim);
   REQUIRE_OK(g.try_forward_backward(64, in.dense.data(), in.pooled.data(), in.labels.data(),
                                     1.0f / 64, logits.data(), pg.data()));
-  for (auto kind : {dense_optimizer_kind::sgd, dense_optimizer_kind::adagrad,
-                    dense_optimizer_kind::adam}) {
+  for (auto kind :
+       {dense_optimizer_kind::sgd, dense_optimizer_kind::adagrad, dense_optimizer_kind::adam}) {
     INFO("optimizer " << int(kind));
     dense_optimizer_options o;
     o.kind = kind;
@@ -183,8 +187,8 @@ TEST_CASE("device optimizer_step follows the learning-rate schedule as dense_opt
       cpu.step(params, grads);
       REQUIRE_OK(g.optimizer_step());
     }
-    check_close("params after 6 scheduled steps", copy_of(std::as_const(g).params()), params,
-                1e-7, 1e-5);
+    check_close("params after 6 scheduled steps", copy_of(std::as_const(g).params()), params, 1e-7,
+                1e-5);
     auto p = g.params();  // back to the same start for the next kind
     std::copy(start.begin(), start.end(), p.begin());
   }

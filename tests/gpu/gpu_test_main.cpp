@@ -21,11 +21,13 @@ namespace {
 
 bool cublas_mapped() {  // whether libcublas is mapped into this process
   std::FILE* f = std::fopen("/proc/self/maps", "r");
-  if (f == nullptr) return false;
+  if (f == nullptr)
+    return false;
   char line[4096];
   bool found = false;
   while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::string(line).find("libcublas") != std::string::npos) found = true;
+    if (std::string(line).find("libcublas") != std::string::npos)
+      found = true;
   std::fclose(f);
   return found;
 }
@@ -49,9 +51,11 @@ TEST_SUITE("host") {
     CHECK_FALSE(SATRAP_NCCL_CHECK(4).ok());  // ncclInvalidArgument
   }
 
-  TEST_CASE("cuBLAS is not loaded at start, and is on its first call (models/cuda/cublas_lazy.cpp)") {
+  TEST_CASE(
+    "cuBLAS is not loaded at start, and is on its first call (models/cuda/cublas_lazy.cpp)") {
     CHECK_FALSE(cublas_at_start);  // read in main, before any case ran
-    CHECK(std::string(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE)) == "CUBLAS_STATUS_INVALID_VALUE");
+    CHECK(std::string(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE))
+          == "CUBLAS_STATUS_INVALID_VALUE");
     CHECK(cublas_mapped());
   }
 
@@ -95,7 +99,8 @@ int main(int argc, char** argv) {
   if (!devices.ok()) {
     context.addFilter("test-suite", "host");
     int rc = context.run();
-    if (rc != 0 || context.shouldExit()) return rc;
+    if (rc != 0 || context.shouldExit())
+      return rc;
     std::printf("SKIPPED: %s; the GPU cases of satrap_gpu_test need a CUDA device\n",
                 devices.error().c_str());
     return 77;

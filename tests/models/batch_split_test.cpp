@@ -28,7 +28,8 @@ batch_inputs make_inputs(const dense_model_config& c, int batch) {
   in.dense = random_vector(size_t(batch) * c.dense_features, seed + 1);
   in.pooled = random_vector(size_t(batch) * c.slots * c.dim, seed + 2, 0.5f);
   in.labels.resize(batch);
-  for (int i = 0; i < batch; ++i) in.labels[i] = float((i * 7 + 3) % 5 < 2);
+  for (int i = 0; i < batch; ++i)
+    in.labels[i] = float((i * 7 + 3) % 5 < 2);
   return in;
 }
 
@@ -49,12 +50,14 @@ step_out run_step(dense_model& m, const dense_model_config& c, const batch_input
 }
 
 // |a - b| <= tol * (1 + |b|), element by element.
-void check_close(const std::vector<float>& a, const std::vector<float>& b, double tol, const char* what) {
+void check_close(const std::vector<float>& a, const std::vector<float>& b, double tol,
+                 const char* what) {
   REQUIRE(a.size() == b.size());
   size_t bad = 0, first = a.size();
   for (size_t i = 0; i < a.size(); ++i)
     if (!(std::fabs(double(a[i]) - b[i]) <= tol * (1.0 + std::fabs(double(b[i]))))) {
-      if (bad++ == 0) first = i;
+      if (bad++ == 0)
+        first = i;
     }
   INFO(what, ": ", bad, " of ", a.size(), " differ, first at ", first, " (seed ", seed, ")");
   CHECK(bad == 0);
@@ -76,13 +79,14 @@ std::vector<dense_model_config> zoo() {
 
 TEST_CASE("batch split: two parts give the unsplit step's outputs and gradients, every zoo model") {
   blas_threads_lease lease;  // the only trainer in the process: the split may run
-  const int batch = 600;      // parts of 300 rows
+  const int batch = 600;     // parts of 300 rows
   for (const auto& c : zoo()) {
     INFO("model ", dense_model_type_name(c.type), " seed ", seed);
     auto whole = make_dense_model(c, seed);
     batch_split_model split(c, seed, 2);
     REQUIRE(split.params().size() == whole->params().size());
-    for (size_t i = 0; i < whole->params().size(); ++i) REQUIRE(split.params()[i] == whole->params()[i]);
+    for (size_t i = 0; i < whole->params().size(); ++i)
+      REQUIRE(split.params()[i] == whole->params()[i]);
     auto in = make_inputs(c, batch);
     blas_threads_apply(1);
     auto want = run_step(*whole, c, in, batch);
@@ -95,8 +99,10 @@ TEST_CASE("batch split: two parts give the unsplit step's outputs and gradients,
 
     // Parameters changed by an optimizer between steps reach every part: the step after a change
     // still matches.
-    for (auto& p : split.params()) p *= 0.5f;
-    for (auto& p : whole->params()) p *= 0.5f;
+    for (auto& p : split.params())
+      p *= 0.5f;
+    for (auto& p : whole->params())
+      p *= 0.5f;
     want = run_step(*whole, c, in, batch);
     got = run_step(split, c, in, batch);
     check_close(got.logits, want.logits, 1e-5, "logits after a parameter change");
@@ -110,7 +116,8 @@ TEST_CASE("batch split: two parts give the unsplit step's outputs and gradients,
   }
 }
 
-TEST_CASE("batch split: deterministic for a part count, three parts of uneven rows cover the batch") {
+TEST_CASE(
+  "batch split: deterministic for a part count, three parts of uneven rows cover the batch") {
   blas_threads_lease lease;
   auto c = zoo()[0];
   const int batch = 3 * batch_split_min_rows + 2;  // parts of 128, 129, 129 rows

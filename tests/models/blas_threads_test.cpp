@@ -43,8 +43,8 @@ TEST_CASE("blas threads: after quiesce, multi-threaded GEMMs start OpenBLAS's th
     b[i] = static_cast<float>(i % 5) * 0.25f;
   }
   auto gemm = [&](std::vector<float>& out) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, out.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, out.data(), n);
   };
   blas_threads_lease one;
   REQUIRE(blas_threads_apply(1) == 1);

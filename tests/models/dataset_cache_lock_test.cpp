@@ -33,15 +33,15 @@ TEST_CASE("a data set held shared is kept by dataset_cache_remove, a free one de
   fs::create_directories(dir);
   std::ofstream(dir + "/f0-c0.chunk") << "x";
   std::unique_ptr<cache_lock> reader;
-  REQUIRE(cache_lock::acquire(dir, cache_lock::mode::shared, true, reader).value() ==
-          cache_lock::outcome::held);
+  REQUIRE(cache_lock::acquire(dir, cache_lock::mode::shared, true, reader).value()
+          == cache_lock::outcome::held);
   CHECK(dataset_cache_in_use(dir));
   CHECK(dataset_cache_remove(dir).value() == cache_lock::outcome::busy);
   CHECK(fs::exists(dir + "/f0-c0.chunk"));
   // A second reader shares it.
   std::unique_ptr<cache_lock> second;
-  CHECK(cache_lock::acquire(dir, cache_lock::mode::shared, false, second).value() ==
-          cache_lock::outcome::held);
+  CHECK(cache_lock::acquire(dir, cache_lock::mode::shared, false, second).value()
+        == cache_lock::outcome::held);
   reader.reset();
   second.reset();
   CHECK_FALSE(dataset_cache_in_use(dir));
@@ -56,19 +56,19 @@ TEST_CASE("a lock taken on a folder deleted meanwhile reports it gone") {
   auto dir = (root / "00000000000000bb").string();
   fs::create_directories(dir);
   std::unique_ptr<cache_lock> lock;
-  REQUIRE(cache_lock::acquire(dir, cache_lock::mode::exclusive, true, lock).value() ==
-          cache_lock::outcome::held);
-  fs::remove_all(dir);                     // as a cleaner holding it would
-  CHECK_FALSE(lock->downgrade());          // the lock is on an unlinked file now
+  REQUIRE(cache_lock::acquire(dir, cache_lock::mode::exclusive, true, lock).value()
+          == cache_lock::outcome::held);
+  fs::remove_all(dir);             // as a cleaner holding it would
+  CHECK_FALSE(lock->downgrade());  // the lock is on an unlinked file now
   lock.reset();
-  CHECK(cache_lock::acquire(dir, cache_lock::mode::shared, true, lock).value() ==
-          cache_lock::outcome::gone);
+  CHECK(cache_lock::acquire(dir, cache_lock::mode::shared, true, lock).value()
+        == cache_lock::outcome::gone);
   fs::remove_all(root);
 }
 
 TEST_CASE("dataset_cache_list counts what is not satrap's and never lists it") {
   auto root = fresh_root("satrap-cache-list");
-  fs::create_directories(root / "0123456789abcdef");    // a key name, but no manifest or lock
+  fs::create_directories(root / "0123456789abcdef");  // a key name, but no manifest or lock
   fs::create_directories(root / "not-a-key");
   std::ofstream(root / "notes.txt") << "x";
   fs::create_directories(root / "00000000000000cc");

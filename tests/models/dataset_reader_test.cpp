@@ -26,8 +26,8 @@ struct scratch {
   fs::path dir;
   scratch() {
     static int n = 0;
-    dir = fs::temp_directory_path() / ("satrap-reader-test-" + std::to_string(::getpid()) + "-"
-                                       + std::to_string(n++));
+    dir = fs::temp_directory_path()
+          / ("satrap-reader-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
     fs::create_directories(dir);
   }
   ~scratch() { fs::remove_all(dir); }
@@ -163,15 +163,16 @@ TEST_CASE("on_error fail names file, line, column, reason and what was expected"
 
 TEST_CASE("on_error skip drops bad lines and counts every reason") {
   scratch s;
-  auto text = libsvm_lines(0, 5) + "2 1:1\n" + "1 1:1 x:1\r\n" + "\n" + "1 3:1 12:x\n"
-              + "oops\n" + "1 3\n" + libsvm_lines(5, 5);
+  auto text = libsvm_lines(0, 5) + "2 1:1\n" + "1 1:1 x:1\r\n" + "\n" + "1 3:1 12:x\n" + "oops\n"
+              + "1 3\n" + libsvm_lines(5, 5);
   auto o = libsvm_options(s, {s.write("bad.libfm", text)});
   o.on_error = on_error_policy::skip;
   auto r = build(o);
   CHECK(r.stats.samples == 10);
   CHECK(r.stats.lines == 16);
-  CHECK(r.stats.skipped == std::map<std::string, uint64_t>{
-                             {"bad_label", 2}, {"bad_index", 1}, {"bad_value", 1}, {"bad_feature", 1}});
+  CHECK(r.stats.skipped
+        == std::map<std::string, uint64_t>{
+          {"bad_label", 2}, {"bad_index", 1}, {"bad_value", 1}, {"bad_feature", 1}});
   auto reused = build(o);  // the counts survive in the manifest
   CHECK(reused.reused);
   CHECK(reused.stats.skipped == r.stats.skipped);
@@ -209,7 +210,8 @@ TEST_CASE("the held-out tail is the test split") {
 TEST_CASE("the shuffle is a deterministic permutation per epoch, windowed") {
   scratch s;
   auto r = build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 103))}));
-  auto src = open_source(r, {}, {.shuffle = true, .shuffle_window = 10, .seed = 3, .test_fraction = 0.0001});
+  auto src =
+    open_source(r, {}, {.shuffle = true, .shuffle_window = 10, .seed = 3, .test_fraction = 0.0001});
   auto n = src->samples(data_split::train);
   REQUIRE(n == 102);
   std::vector<int64_t> epoch0, epoch1;
@@ -226,8 +228,10 @@ TEST_CASE("the shuffle is a deterministic permutation per epoch, windowed") {
     for (int64_t q = p; q < p + 10; ++q)
       CHECK(epoch0[q] / 10 == w);
   }
-  auto again = open_source(r, {}, {.shuffle = true, .shuffle_window = 10, .seed = 3, .test_fraction = 0.0001});
-  CHECK(again->make_batch(data_split::train, 7, 16).ids == src->make_batch(data_split::train, 7, 16).ids);
+  auto again =
+    open_source(r, {}, {.shuffle = true, .shuffle_window = 10, .seed = 3, .test_fraction = 0.0001});
+  CHECK(again->make_batch(data_split::train, 7, 16).ids
+        == src->make_batch(data_split::train, 7, 16).ids);
 }
 
 TEST_CASE("index_permutation is a bijection for awkward sizes") {
@@ -245,7 +249,10 @@ TEST_CASE("validation_fraction: rows chosen by hash leave the training split, no
   scratch s;
   // 200 rows: (i%10, i%7, i%3) tells the row (Chinese remainder theorem, 210 > 200).
   auto r = build(libsvm_options(s, {s.write("a.libfm", libsvm_lines(0, 200))}));
-  file_source_options fo{.shuffle = true, .shuffle_window = 16, .seed = 11, .test_fraction = 0.1,
+  file_source_options fo{.shuffle = true,
+                         .shuffle_window = 16,
+                         .seed = 11,
+                         .test_fraction = 0.1,
                          .validation_fraction = 0.2};
   auto src = open_source(r, {}, fo);
   auto train = src->samples(data_split::train), valid = src->samples(data_split::validation);
@@ -283,7 +290,8 @@ TEST_CASE("validation_fraction: rows chosen by hash leave the training split, no
     CHECK(!src->is_validation_row(row));
   // Deterministic in the seed; another seed chooses other rows.
   auto again = open_source(r, {}, fo);
-  CHECK(again->make_batch(data_split::validation, 1, 8).ids == src->make_batch(data_split::validation, 1, 8).ids);
+  CHECK(again->make_batch(data_split::validation, 1, 8).ids
+        == src->make_batch(data_split::validation, 1, 8).ids);
   fo.seed = 12;
   auto other = open_source(r, {}, fo);
   bool differs = false;

@@ -25,7 +25,8 @@ constexpr uint64_t test_seed = 777001;
 struct temp_dir {
   fs::path path;
   explicit temp_dir(const char* name)
-      : path(fs::temp_directory_path() / (std::string("satrap_snap_") + name + "_" + std::to_string(::getpid()))) {
+      : path(fs::temp_directory_path()
+             / (std::string("satrap_snap_") + name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -55,10 +56,12 @@ void train(std::vector<std::unique_ptr<embedding_table>>& tables, uint64_t seed,
       std::vector<uint64_t> ids;
       for (int i = 0; i < 40; ++i) {
         uint64_t id = rng() % vocab;
-        if (owner(id, tables.size()) == k && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        if (owner(id, tables.size()) == k && std::find(ids.begin(), ids.end(), id) == ids.end())
+          ids.push_back(id);
       }
       std::vector<float> rows(ids.size() * dim), g(ids.size() * dim);
-      for (auto& x : g) x = std::normal_distribution<float>(0, 1)(rng);
+      for (auto& x : g)
+        x = std::normal_distribution<float>(0, 1)(rng);
       tables[k]->lookup(ids, rows.data());
       tables[k]->update(ids, g.data());
     }
@@ -67,19 +70,22 @@ void train(std::vector<std::unique_ptr<embedding_table>>& tables, uint64_t seed,
 
 std::vector<std::unique_ptr<embedding_table>> make_shards(size_t n, const embedding_options& o) {
   std::vector<std::unique_ptr<embedding_table>> v;
-  for (size_t i = 0; i < n; ++i) v.push_back(std::make_unique<embedding_table>(o));
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(std::make_unique<embedding_table>(o));
   return v;
 }
 
-result<ok_t> write_all(std::vector<std::unique_ptr<embedding_table>>& shards, const std::string& root,
-                       uint64_t seq, snapshot_kind kind) {
+result<ok_t> write_all(std::vector<std::unique_ptr<embedding_table>>& shards,
+                       const std::string& root, uint64_t seq, snapshot_kind kind) {
   std::vector<embedding_table*> raw;
-  for (auto& s : shards) raw.push_back(s.get());
+  for (auto& s : shards)
+    raw.push_back(s.get());
   return snapshot_write(raw, root, seq, kind);
 }
 
 // Every id -> row bytes, over all shards.
-std::map<uint64_t, std::vector<std::byte>> contents(const std::vector<std::unique_ptr<embedding_table>>& shards) {
+std::map<uint64_t, std::vector<std::byte>> contents(
+  const std::vector<std::unique_ptr<embedding_table>>& shards) {
   std::map<uint64_t, std::vector<std::byte>> out;
   for (auto& t : shards)
     t->for_each_row(false, [&](uint64_t id, const std::byte* row) {
@@ -93,7 +99,8 @@ std::vector<std::unique_ptr<embedding_table>> restore_all(size_t n, const embedd
                                                           const std::string& root, uint64_t seq) {
   auto shards = make_shards(n, o);
   for (size_t k = 0; k < n; ++k) {
-    auto r = snapshot_restore(*shards[k], root, seq, [k, n](uint64_t id) { return owner(id, n) == k; });
+    auto r =
+      snapshot_restore(*shards[k], root, seq, [k, n](uint64_t id) { return owner(id, n) == k; });
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : r.error()));
   }
   return shards;
@@ -128,7 +135,8 @@ TEST_CASE("snapshot: restore gives identical lookups and an identical next updat
     CHECK(r->rows_kept == shards[0]->size());
     CHECK(back.size() == shards[0]->size());
     std::vector<uint64_t> ids(600);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = i;  // seen and unseen ids
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = i;  // seen and unseen ids
     std::vector<float> a(ids.size() * o.dim), b(ids.size() * o.dim);
     shards[0]->peek(ids, a.data());
     back.peek(ids, b.data());
@@ -183,7 +191,8 @@ TEST_CASE("snapshot: 4 shards restore into 3 (resharding) with every row in exac
   CHECK(contents(again) == contents(three));
 }
 
-TEST_CASE("snapshot: corrupted, truncated and unfinished snapshots are refused with the file named") {
+TEST_CASE(
+  "snapshot: corrupted, truncated and unfinished snapshots are refused with the file named") {
   CAPTURE(test_seed);
   temp_dir dir("corrupt");
   auto o = snap_options();
@@ -195,7 +204,8 @@ TEST_CASE("snapshot: corrupted, truncated and unfinished snapshots are refused w
   auto try_restore = [&](uint64_t seq) {
     embedding_table t(o);
     auto r = snapshot_restore(t, dir.str(), seq);
-    if (r.ok()) return std::string("ok");
+    if (r.ok())
+      return std::string("ok");
     CHECK(t.size() == 0);  // nothing half-loaded
     return r.error();
   };
@@ -229,7 +239,8 @@ TEST_CASE("snapshot: corrupted, truncated and unfinished snapshots are refused w
   // Rows of another shape are refused rather than misread.
   auto other = o;
   other.optimizer = sparse_optimizer_kind::sgd;
-  fs::copy_file(dir.path / "keep_manifest", snap / "MANIFEST", fs::copy_options::overwrite_existing);
+  fs::copy_file(dir.path / "keep_manifest", snap / "MANIFEST",
+                fs::copy_options::overwrite_existing);
   embedding_table t(other);
   auto r = snapshot_restore(t, dir.str(), 1);
   REQUIRE(!r.ok());

@@ -33,7 +33,8 @@ std::vector<float> grads_for(uint64_t seed, int steps, int dim) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<float> g(static_cast<size_t>(steps) * dim);
-  for (auto& x : g) x = n(rng);
+  for (auto& x : g)
+    x = n(rng);
   return g;
 }
 
@@ -47,10 +48,12 @@ struct reference_row {
 void reference_step(const embedding_options& o, reference_row& r, const float* g32) {
   const int dim = o.dim;
   std::vector<double> g(dim);
-  for (int d = 0; d < dim; ++d) g[d] = g32[d] + double(o.weight_decay) * r.w[d];
+  for (int d = 0; d < dim; ++d)
+    g[d] = g32[d] + double(o.weight_decay) * r.w[d];
   switch (o.optimizer) {
     case sparse_optimizer_kind::sgd:
-      for (int d = 0; d < dim; ++d) r.w[d] -= o.learning_rate * g[d];
+      for (int d = 0; d < dim; ++d)
+        r.w[d] -= o.learning_rate * g[d];
       break;
     case sparse_optimizer_kind::adagrad:
       for (int d = 0; d < dim; ++d) {
@@ -60,9 +63,11 @@ void reference_step(const embedding_options& o, reference_row& r, const float* g
       break;
     case sparse_optimizer_kind::rowwise_adagrad: {
       double s = 0;
-      for (int d = 0; d < dim; ++d) s += g[d] * g[d];
+      for (int d = 0; d < dim; ++d)
+        s += g[d] * g[d];
       r.acc += s / dim;
-      for (int d = 0; d < dim; ++d) r.w[d] -= o.learning_rate * g[d] / (std::sqrt(r.acc) + o.eps);
+      for (int d = 0; d < dim; ++d)
+        r.w[d] -= o.learning_rate * g[d] / (std::sqrt(r.acc) + o.eps);
       break;
     }
     case sparse_optimizer_kind::adam: {
@@ -84,14 +89,15 @@ void reference_step(const embedding_options& o, reference_row& r, const float* g
         r.b[d] = n_new;
         double z = r.a[d];
         r.w[d] = std::abs(z) <= o.ftrl_l1
-                     ? 0.0
-                     : -(z - std::copysign(double(o.ftrl_l1), z)) /
-                           ((o.ftrl_beta + std::sqrt(n_new)) / o.learning_rate + o.ftrl_l2);
+                   ? 0.0
+                   : -(z - std::copysign(double(o.ftrl_l1), z))
+                       / ((o.ftrl_beta + std::sqrt(n_new)) / o.learning_rate + o.ftrl_l2);
       }
       break;
   }
   if (o.clip > 0)
-    for (auto& w : r.w) w = std::min<double>(std::max<double>(w, -o.clip), o.clip);
+    for (auto& w : r.w)
+      w = std::min<double>(std::max<double>(w, -o.clip), o.clip);
 }
 
 // Runs `steps` updates of one id in the store and in double; compares after every step.
@@ -116,13 +122,14 @@ void check_formula(embedding_options o, int steps) {
     table.update({&id, 1}, g.data() + static_cast<size_t>(s) * o.dim);
     reference_step(o, r, g.data() + static_cast<size_t>(s) * o.dim);
     table.lookup({&id, 1}, w.data());
-    for (int d = 0; d < o.dim; ++d) CHECK(w[d] == doctest::Approx(r.w[d]).epsilon(2e-5).scale(0.1));
+    for (int d = 0; d < o.dim; ++d)
+      CHECK(w[d] == doctest::Approx(r.w[d]).epsilon(2e-5).scale(0.1));
   }
 }
 
 const sparse_optimizer_kind all_kinds[] = {
-  sparse_optimizer_kind::sgd, sparse_optimizer_kind::adagrad, sparse_optimizer_kind::rowwise_adagrad,
-  sparse_optimizer_kind::adam, sparse_optimizer_kind::ftrl};
+  sparse_optimizer_kind::sgd, sparse_optimizer_kind::adagrad,
+  sparse_optimizer_kind::rowwise_adagrad, sparse_optimizer_kind::adam, sparse_optimizer_kind::ftrl};
 
 }  // namespace
 
@@ -147,7 +154,8 @@ TEST_CASE("store: weight decay, clip and FTRL regularisation follow their formul
 }
 
 TEST_CASE("store: scalar and AVX2 kernels give the same bits") {
-  if (!sparse_kernels_avx2()) return;  // nothing to compare on this CPU
+  if (!sparse_kernels_avx2())
+    return;  // nothing to compare on this CPU
   for (auto kind : all_kinds)
     for (auto prec : {weight_precision::fp32, weight_precision::fp16}) {
       CAPTURE(test_seed);
@@ -183,7 +191,8 @@ TEST_CASE("store: init kinds are deterministic per id - zeros are zero - normal 
   double ss = 0;
   for (int id = 0; id < 200; ++id) {
     embedding_init_row(o, id, a.data());
-    for (float x : a) ss += double(x) * x;
+    for (float x : a)
+      ss += double(x) * x;
   }
   CHECK(std::sqrt(ss / (200 * 64)) == doctest::Approx(2.0).epsilon(0.05));
   o.init = embedding_init_kind::zeros;
@@ -193,18 +202,20 @@ TEST_CASE("store: init kinds are deterministic per id - zeros are zero - normal 
 
 TEST_CASE("store: fp16 conversions round to nearest even and round-trip every half") {
   for (uint32_t h = 0; h < 65536; ++h) {
-    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaN payloads
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
+      continue;  // NaN payloads
     CHECK_MESSAGE(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))) == h, "half " << h);
   }
-  CHECK(f32_to_f16(1.0f + 0x1.0p-11f) == 0x3c00);          // tie: to even (down)
-  CHECK(f32_to_f16(1.0f + 3 * 0x1.0p-11f) == 0x3c02);      // tie: to even (up)
-  CHECK(f32_to_f16(65520.0f) == 0x7c00);                   // overflows to inf
-  CHECK(f32_to_f16(0x1.0p-25f) == 0x0000);                 // tie below the least subnormal
+  CHECK(f32_to_f16(1.0f + 0x1.0p-11f) == 0x3c00);      // tie: to even (down)
+  CHECK(f32_to_f16(1.0f + 3 * 0x1.0p-11f) == 0x3c02);  // tie: to even (up)
+  CHECK(f32_to_f16(65520.0f) == 0x7c00);               // overflows to inf
+  CHECK(f32_to_f16(0x1.0p-25f) == 0x0000);             // tie below the least subnormal
   CHECK(f32_to_f16(-0x1.8p-24f) == 0x8002);
   if (const auto* k = sparse_kernels_avx2()) {  // F16C agrees with the scalar code
     std::mt19937 rng(test_seed);
     std::vector<float> x(4096);
-    for (auto& v : x) v = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), int(rng() % 40) - 28);
+    for (auto& v : x)
+      v = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), int(rng() % 40) - 28);
     std::vector<uint16_t> h1(x.size()), h2(x.size());
     k->to_f16(x.data(), h1.data(), int(x.size()));
     sparse_kernels_scalar().to_f16(x.data(), h2.data(), int(x.size()));
@@ -236,7 +247,8 @@ TEST_CASE("store: fp16 rows read back within half precision and keep fp32 optimi
   std::vector<float> a(32), b(32);
   t.lookup(ids, a.data());
   t32.lookup(ids, b.data());
-  for (int i = 0; i < 32; ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(3e-3).scale(1e-3));
+  for (int i = 0; i < 32; ++i)
+    CHECK(a[i] == doctest::Approx(b[i]).epsilon(3e-3).scale(1e-3));
 }
 
 TEST_CASE("store: CLOCK evicts the row not referenced since the hand last passed") {
@@ -245,7 +257,8 @@ TEST_CASE("store: CLOCK evicts the row not referenced since the hand last passed
   embedding_table t(o);
   std::vector<float> out(4 * 4);
   std::vector<uint64_t> first = {1, 2, 3, 4};
-  for (uint64_t id : first) t.lookup({&id, 1}, out.data());
+  for (uint64_t id : first)
+    t.lookup({&id, 1}, out.data());
   uint64_t id5 = 5;
   t.lookup({&id5, 1}, out.data());  // full: the sweep clears every bit, then evicts one
   auto c = t.counters();
@@ -253,10 +266,12 @@ TEST_CASE("store: CLOCK evicts the row not referenced since the hand last passed
   CHECK(c.evictions == 1);
   // Which one goes depends on the hand's start; what follows fixes who must go next.
   embedding_table u(o);
-  for (uint64_t id : first) u.lookup({&id, 1}, out.data());
+  for (uint64_t id : first)
+    u.lookup({&id, 1}, out.data());
   std::vector<float> g(4, 1.0f);
-  for (uint64_t id : first) u.update({&id, 1}, g.data());  // all referenced again
-  u.lookup({&id5, 1}, out.data());                          // evicts one: the first in hand order
+  for (uint64_t id : first)
+    u.update({&id, 1}, g.data());   // all referenced again
+  u.lookup({&id5, 1}, out.data());  // evicts one: the first in hand order
   auto survivors = [&](embedding_table& tab) {
     std::vector<uint64_t> s;
     tab.for_each_row(false, [&](uint64_t id, const std::byte*) { s.push_back(id); });
@@ -269,9 +284,11 @@ TEST_CASE("store: CLOCK evicts the row not referenced since the hand last passed
   // Every old survivor had its bit cleared by that sweep; touch all but one of them.
   uint64_t untouched = 0;
   for (uint64_t id : after5)
-    if (id != 5 && untouched == 0) untouched = id;
+    if (id != 5 && untouched == 0)
+      untouched = id;
   for (uint64_t id : after5)
-    if (id != untouched && id != 5) u.lookup({&id, 1}, out.data());
+    if (id != untouched && id != 5)
+      u.lookup({&id, 1}, out.data());
   uint64_t id6 = 6;
   u.lookup({&id6, 1}, out.data());
   auto after6 = survivors(u);
@@ -285,18 +302,22 @@ TEST_CASE("store: under CLOCK a hot set survives a stream of cold ids") {
   o.capacity = 256;
   embedding_table t(o);
   std::vector<uint64_t> hot(64);
-  for (size_t i = 0; i < hot.size(); ++i) hot[i] = 1000 + i;
+  for (size_t i = 0; i < hot.size(); ++i)
+    hot[i] = 1000 + i;
   std::vector<float> out(64 * 4);
   uint64_t cold = 1u << 20, warm_evictions = 0;
   for (int round = 0; round < 200; ++round) {
-    if (round == 50) warm_evictions = t.counters().evictions;  // the warm-up may take hot rows once
+    if (round == 50)
+      warm_evictions = t.counters().evictions;  // the warm-up may take hot rows once
     t.lookup(hot, out.data());
     std::vector<uint64_t> fresh(16);
-    for (auto& id : fresh) id = cold++;
+    for (auto& id : fresh)
+      id = cold++;
     t.lookup(fresh, out.data());
   }
   size_t hot_alive = 0;
-  t.for_each_row(false, [&](uint64_t id, const std::byte*) { hot_alive += id >= 1000 && id < 1064; });
+  t.for_each_row(false,
+                 [&](uint64_t id, const std::byte*) { hot_alive += id >= 1000 && id < 1064; });
   CHECK(hot_alive == 64);
   CHECK(t.size() == 256);
   CHECK(t.counters().evictions - warm_evictions == 150 * 16);  // after warm-up: only cold rows
@@ -304,23 +325,24 @@ TEST_CASE("store: under CLOCK a hot set survives a stream of cold ids") {
 
 TEST_CASE("store: a batch larger than the capacity still answers every id with its own row") {
   for (uint64_t capacity : {1, 2, 3, 8, 64}) {
-  CAPTURE(capacity);
-  auto o = small_options(sparse_optimizer_kind::sgd, 3);
-  o.capacity = capacity;
-  embedding_table t(o);
-  std::vector<uint64_t> ids(100);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = 77 + i * 13;
-  std::vector<float> out(300), want(3);
-  t.lookup(ids, out.data());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    embedding_init_row(o, ids[i], want.data());
-    CHECK(std::equal(want.begin(), want.end(), out.begin() + i * 3));
-  }
-  CHECK(t.size() == capacity);
-  std::vector<float> g(300, 0.5f);
-  t.update(ids, g.data());  // every gradient applied: absent ids re-admitted, others evicted
-  CHECK(t.counters().updates == 100);
-  CHECK(t.counters().not_admitted_gradients == 0);
+    CAPTURE(capacity);
+    auto o = small_options(sparse_optimizer_kind::sgd, 3);
+    o.capacity = capacity;
+    embedding_table t(o);
+    std::vector<uint64_t> ids(100);
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = 77 + i * 13;
+    std::vector<float> out(300), want(3);
+    t.lookup(ids, out.data());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      embedding_init_row(o, ids[i], want.data());
+      CHECK(std::equal(want.begin(), want.end(), out.begin() + i * 3));
+    }
+    CHECK(t.size() == capacity);
+    std::vector<float> g(300, 0.5f);
+    t.update(ids, g.data());  // every gradient applied: absent ids re-admitted, others evicted
+    CHECK(t.counters().updates == 100);
+    CHECK(t.counters().not_admitted_gradients == 0);
   }
 }
 
@@ -358,7 +380,7 @@ TEST_CASE("store: count-min admission gives a row from the n-th sighting on") {
     t.update({&id, 1}, g.data());
   }
   CHECK(t.counters().not_admitted_gradients == 2);  // counted, not silently lost
-  t.lookup({&id, 1}, out.data());  // third sighting
+  t.lookup({&id, 1}, out.data());                   // third sighting
   CHECK(t.size() == 1);
   t.update({&id, 1}, g.data());
   t.lookup({&id, 1}, out.data());
@@ -375,7 +397,8 @@ TEST_CASE("store: probability admission admits about p of first sightings, deter
   o.admit_probability = 0.25f;
   embedding_table a(o), b(o);
   std::vector<uint64_t> ids(20000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i * 7919 + 1;
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i * 7919 + 1;
   std::vector<float> out(ids.size() * 2);
   a.lookup(ids, out.data());
   b.lookup(ids, out.data());
@@ -389,7 +412,8 @@ TEST_CASE("store: counters count rows, bytes, lookups and updates") {
   auto o = small_options(sparse_optimizer_kind::rowwise_adagrad, 16);
   embedding_table t(o);
   std::vector<uint64_t> ids(1000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i;
   std::vector<float> out(ids.size() * 16), g(ids.size() * 16, 0.1f);
   t.lookup(ids, out.data());
   t.update(ids, g.data());
@@ -423,7 +447,8 @@ TEST_CASE("store: the bucketized index stays exact under churn at its full load"
       REQUIRE(idx.erase(live[k]));
     } else {  // erase through a lane, as the CLOCK hand does
       size_t s = 0;
-      while (idx.row_at(s) == row_index::npos || idx.id_at(s) != live[k]) ++s;
+      while (idx.row_at(s) == row_index::npos || idx.id_at(s) != live[k])
+        ++s;
       idx.erase_slot(s);
     }
     gone.push_back(live[k]);
@@ -433,8 +458,10 @@ TEST_CASE("store: the bucketized index stays exact under churn at its full load"
   CHECK(idx.consistent());
   CHECK(idx.slots() == slots);  // never grew
   CHECK(idx.size() == n);
-  for (size_t k = 0; k < live.size(); ++k) CHECK(idx.find(live[k]) == k);
-  for (size_t i = gone.size() - 100; i < gone.size(); ++i) CHECK(idx.find(gone[i]) == row_index::npos);
+  for (size_t k = 0; k < live.size(); ++k)
+    CHECK(idx.find(live[k]) == k);
+  for (size_t i = gone.size() - 100; i < gone.size(); ++i)
+    CHECK(idx.find(gone[i]) == row_index::npos);
 }
 
 TEST_CASE("store: hot ids move to their home bucket and the index stays exact") {
@@ -453,14 +480,18 @@ TEST_CASE("store: hot ids move to their home bucket and the index stays exact") 
   }
   auto lane_of = [&](uint64_t id) {
     for (size_t s = 0; s < idx.slots(); ++s)
-      if (idx.row_at(s) != row_index::npos && idx.id_at(s) == id) return s;
+      if (idx.row_at(s) != row_index::npos && idx.id_at(s) == id)
+        return s;
     return idx.slots();
   };
-  auto at_home = [&](uint64_t id) { return lane_of(id) / row_index::lanes == idx.home_of(row_index::hash_of(id)); };
+  auto at_home = [&](uint64_t id) {
+    return lane_of(id) / row_index::lanes == idx.home_of(row_index::hash_of(id));
+  };
   const size_t hot = 400, first_hot = n - hot;  // the last ids in: looked up every round
   auto count_away = [&] {
     size_t a = 0;
-    for (size_t k = first_hot; k < n; ++k) a += !at_home(live[k]);
+    for (size_t k = first_hot; k < n; ++k)
+      a += !at_home(live[k]);
     return a;
   };
   const size_t away = count_away();
@@ -490,7 +521,8 @@ TEST_CASE("store: hot ids move to their home bucket and the index stays exact") 
   }
   CHECK(count_away() * 10 < away);
   CHECK(idx.size() == n);
-  for (size_t k = 0; k < n; ++k) CHECK(idx.find(live[k]) == k);
+  for (size_t k = 0; k < n; ++k)
+    CHECK(idx.find(live[k]) == k);
 }
 
 TEST_CASE("store: the index erases without tombstones under churn") {
@@ -511,7 +543,8 @@ TEST_CASE("store: the index erases without tombstones under churn") {
     }
   }
   CHECK(idx.size() == live.size());
-  for (uint64_t id : live) CHECK(idx.find(id) != row_index::npos);
+  for (uint64_t id : live)
+    CHECK(idx.find(id) != row_index::npos);
   CHECK(idx.find(12345) == row_index::npos);
 }
 
@@ -527,7 +560,8 @@ TEST_CASE("store: rows in groups read back the same by lookup, peek and the snap
       o.precision = fp16 ? weight_precision::fp16 : weight_precision::fp32;
       embedding_table t(o);
       std::vector<uint64_t> ids(300);
-      for (size_t i = 0; i < ids.size(); ++i) ids[i] = test_seed + 7919 * i;
+      for (size_t i = 0; i < ids.size(); ++i)
+        ids[i] = test_seed + 7919 * i;
       const size_t d = static_cast<size_t>(dim);
       std::vector<float> first(ids.size() * d), second(ids.size() * d), peeked(ids.size() * d);
       t.lookup(ids, first.data());

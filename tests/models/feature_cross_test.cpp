@@ -80,8 +80,9 @@ TEST_CASE("feature crosses: bad crosses are refused with what was expected") {
   CHECK(error({{0, 4}}).find("expected slots in [0, 4)") != std::string::npos);
   CHECK(error({{-1, 2}}).find("got -1") != std::string::npos);
   CHECK(error({{1, 1}}).find("distinct slots") != std::string::npos);
-  CHECK(error({{0, 1}, {1, 0}}).find("data.crosses[1] [1, 0]: expected each set of slots crossed once")
-        != std::string::npos);
+  CHECK(
+    error({{0, 1}, {1, 0}}).find("data.crosses[1] [1, 0]: expected each set of slots crossed once")
+    != std::string::npos);
   CHECK(check_crosses({{0}}, 4).bad_input());
 }
 

@@ -47,7 +47,8 @@ inline void check_gradient(const std::function<double()>& f, std::vector<float>&
 // sum_i weights[i] * out[i], in double: a scalar loss whose gradient w.r.t. out is `weights`.
 inline double weighted_sum(const std::vector<float>& out, const std::vector<float>& weights) {
   double s = 0.0;
-  for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * weights[i];
+  for (size_t i = 0; i < out.size(); ++i)
+    s += static_cast<double>(out[i]) * weights[i];
   return s;
 }
 

@@ -15,7 +15,9 @@ namespace satrap {
 
 namespace {
 
-std::vector<char> dense_state(size_t words, char fill) { return std::vector<char>(words * 8, fill); }
+std::vector<char> dense_state(size_t words, char fill) {
+  return std::vector<char>(words * 8, fill);
+}
 
 checkpoint_meta meta_at(uint64_t seq) {
   checkpoint_meta m;
@@ -41,7 +43,8 @@ void write_checkpoint(env& e, const std::string& dir, uint64_t seq) {
   t.lookup(ids, rows.data());
   std::vector<embedding_table*> tables{&t};
   // A fresh table per checkpoint: mark it at the previous sequence, so `seq` exceeds it.
-  if (seq > 1) t.mark_snapshot(seq - 1);
+  if (seq > 1)
+    t.mark_snapshot(seq - 1);
   REQUIRE(snapshot_write(tables, checkpoint_embedding_root(dir), seq, snapshot_kind::full, e).ok());
   auto m = meta_at(seq);
   auto state = dense_state(4, static_cast<char>(seq));

@@ -24,7 +24,8 @@ TEST_CASE("linear forward matches a hand loop and its gradients match finite dif
   for (int s = 0; s < batch; ++s)
     for (int o = 0; o < out; ++o) {
       double want = b[o];
-      for (int i = 0; i < in; ++i) want += double(x[s * in + i]) * w[o * in + i];
+      for (int i = 0; i < in; ++i)
+        want += double(x[s * in + i]) * w[o * in + i];
       CHECK(y[s * out + o] == doctest::Approx(want).epsilon(1e-5));
     }
   std::vector<float> dx(batch * in), dw(out * in), db(out);
@@ -74,7 +75,8 @@ TEST_CASE("mlp gradients w.r.t. params and input match finite differences") {
   }
 }
 
-TEST_CASE("mlp dropout: a fixed mask's gradients match finite differences - evaluation ignores it") {
+TEST_CASE(
+  "mlp dropout: a fixed mask's gradients match finite differences - evaluation ignores it") {
   mlp net(4, {40, 30, 3}, false);
   const int batch = 5;
   std::vector<float> params(net.param_count());
@@ -112,7 +114,8 @@ TEST_CASE("mlp init is PyTorch-like and deterministic in the seed") {
   net.init(c.data(), 2);
   CHECK(a == b);
   CHECK(a != c);
-  for (float v : a) CHECK(std::abs(v) <= 1.0f / 3.0f);  // 1/sqrt(fan_in = 9)
+  for (float v : a)
+    CHECK(std::abs(v) <= 1.0f / 3.0f);  // 1/sqrt(fan_in = 9)
 }
 
 TEST_CASE("interaction output layout and gradients match finite differences") {
@@ -124,7 +127,8 @@ TEST_CASE("interaction output layout and gradients match finite differences") {
   interaction_forward(batch, slots, dim, x.data(), emb.data(), out.data());
   // Sample 1, dot (0,1) = <x_1, e_1,1>, the first dot after the copied x.
   double want = 0.0;
-  for (int d = 0; d < dim; ++d) want += double(x[dim + d]) * emb[slots * dim + d];
+  for (int d = 0; d < dim; ++d)
+    want += double(x[dim + d]) * emb[slots * dim + d];
   CHECK(out[width + dim] == doctest::Approx(want).epsilon(1e-5));
   CHECK(out[width + 1] == x[dim + 1]);
   auto r = random_vector(batch * width, 23);
@@ -149,27 +153,31 @@ TEST_CASE("interaction at dims 16, 8, 32 and 20 and 1 to 26 slots agrees with a 
       auto g = random_vector(static_cast<size_t>(batch) * width, 43);
       std::vector<float> out(batch * width), dx(batch * dim), demb(emb.size());
       interaction_forward(batch, slots, dim, x.data(), emb.data(), out.data());
-      interaction_backward(batch, slots, dim, x.data(), emb.data(), g.data(), dx.data(), demb.data());
+      interaction_backward(batch, slots, dim, x.data(), emb.data(), g.data(), dx.data(),
+                           demb.data());
       for (int s = 0; s < batch; ++s) {
         auto v = [&](int k, int d) {
           return double(k == 0 ? x[s * dim + d] : emb[(s * slots + k - 1) * dim + d]);
         };
         const float* o = out.data() + s * width;
         const float* gs = g.data() + s * width;
-        for (int d = 0; d < dim; ++d) CHECK(o[d] == x[s * dim + d]);
+        for (int d = 0; d < dim; ++d)
+          CHECK(o[d] == x[s * dim + d]);
         std::vector<double> gm(n * n, 0.0);
         int p = dim;
         for (int i = 0; i < n; ++i)
           for (int j = i + 1; j < n; ++j, ++p) {
             double dot = 0;
-            for (int d = 0; d < dim; ++d) dot += v(i, d) * v(j, d);
+            for (int d = 0; d < dim; ++d)
+              dot += v(i, d) * v(j, d);
             CHECK(o[p] == doctest::Approx(dot).epsilon(1e-5));
             gm[i * n + j] = gm[j * n + i] = gs[p];
           }
         for (int i = 0; i < n; ++i)
           for (int d = 0; d < dim; ++d) {
             double want = i == 0 ? gs[d] : 0.0;
-            for (int j = 0; j < n; ++j) want += gm[i * n + j] * v(j, d);
+            for (int j = 0; j < n; ++j)
+              want += gm[i * n + j] * v(j, d);
             const float got = i == 0 ? dx[s * dim + d] : demb[(s * slots + i - 1) * dim + d];
             CHECK(got == doctest::Approx(want).epsilon(1e-5));
           }
@@ -182,8 +190,8 @@ TEST_CASE("bce with logits: values, stability and gradient") {
   std::vector<float> dz(z.size());
   double total = bce_with_logits(int(z.size()), z.data(), y.data(), 0.5f, dz.data());
   // log 2 + (2 + log(1+e^-2)) + log(1+e^-3) + ~0 + 100
-  double want = std::log(2.0) + 2.0 + std::log1p(std::exp(-2.0)) + std::log1p(std::exp(-3.0)) +
-                std::log1p(std::exp(-100.0)) + 100.0;
+  double want = std::log(2.0) + 2.0 + std::log1p(std::exp(-2.0)) + std::log1p(std::exp(-3.0))
+                + std::log1p(std::exp(-100.0)) + 100.0;
   CHECK(total == doctest::Approx(want).epsilon(1e-9));
   CHECK(dz[0] == doctest::Approx(0.5 * (0.5 - 1.0)));
   CHECK(dz[4] == doctest::Approx(-0.5));
@@ -215,11 +223,13 @@ void check_model_gradients(const dense_model_config& config, uint64_t seed) {
   CHECK(forward_logits == logits);
   std::vector<float> unused_logits(batch), unused_grad(pooled.size());
   auto loss = [&] {
-    return scale * model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
-                                           unused_logits.data(), unused_grad.data());
+    return scale
+           * model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
+                                     unused_logits.data(), unused_grad.data());
   };
   CHECK(loss() == doctest::Approx(scale * loss0));
-  CHECK(std::none_of(pooled_grad.begin(), pooled_grad.end(), [](float g) { return std::isnan(g); }));
+  CHECK(
+    std::none_of(pooled_grad.begin(), pooled_grad.end(), [](float g) { return std::isnan(g); }));
   std::fill(pooled_grad.begin(), pooled_grad.end(), nan);
   model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale, logits.data(),
                           pooled_grad.data());
@@ -261,9 +271,9 @@ TEST_CASE("dlrm interactions cat and dot_cat: gradients match finite differences
     CHECK(model->params().size() == dense_model_param_count(config));
   }
   auto c = small_config(dense_model_type::dlrm);
-  CHECK(dlrm_top_input(c) == 4 + 6);          // x + 4*3/2 dots
+  CHECK(dlrm_top_input(c) == 4 + 6);  // x + 4*3/2 dots
   c.interaction = dlrm_interaction::cat;
-  CHECK(dlrm_top_input(c) == 4 * 4);          // x, e1..e3
+  CHECK(dlrm_top_input(c) == 4 * 4);  // x, e1..e3
   c.interaction = dlrm_interaction::dot_cat;
   CHECK(dlrm_top_input(c) == 4 + 6 + 3 * 4);
 }
@@ -301,7 +311,8 @@ TEST_CASE("deepfm's FM term is the sum of pairwise field dot products") {
   double want = 0.0;
   for (size_t i = 0; i < fields.size(); ++i)
     for (size_t j = i + 1; j < fields.size(); ++j)
-      for (int k = 0; k < 4; ++k) want += static_cast<double>(fields[i][k]) * fields[j][k];
+      for (int k = 0; k < 4; ++k)
+        want += static_cast<double>(fields[i][k]) * fields[j][k];
   CHECK(logit == doctest::Approx(want).epsilon(1e-5));
 }
 
@@ -327,8 +338,10 @@ TEST_CASE("dlrm grads are overwritten, not accumulated, and init is deterministi
   CHECK(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
   auto dense = random_vector(4, 41), pooled = random_vector(2 * 2 * 3, 42);
   std::vector<float> labels = {1, 0}, logits(2), pg(pooled.size());
-  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(), pg.data());
+  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(),
+                      pg.data());
   std::vector<float> first(a->grads().begin(), a->grads().end());
-  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(), pg.data());
+  a->forward_backward(2, dense.data(), pooled.data(), labels.data(), 0.5f, logits.data(),
+                      pg.data());
   CHECK(std::equal(first.begin(), first.end(), a->grads().begin()));
 }

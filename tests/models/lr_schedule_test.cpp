@@ -43,17 +43,17 @@ TEST_CASE("lr schedules: values at chosen steps") {
   s = {};
   s.kind = lr_schedule_kind::inverse_sqrt;
   s.warmup_steps = 4;
-  CHECK(lr_factor(s, 1) == doctest::Approx(0.5));     // warming up: 2/4
-  CHECK(lr_factor(s, 4) == doctest::Approx(1.0));     // t = 0: sqrt(4/4)
-  CHECK(lr_factor(s, 16) == doctest::Approx(0.5));    // sqrt(4/16)
+  CHECK(lr_factor(s, 1) == doctest::Approx(0.5));   // warming up: 2/4
+  CHECK(lr_factor(s, 4) == doctest::Approx(1.0));   // t = 0: sqrt(4/4)
+  CHECK(lr_factor(s, 16) == doctest::Approx(0.5));  // sqrt(4/16)
   CHECK(lr_factor(s, 12) == doctest::Approx(std::sqrt(4.0 / 12.0)));
 
   s = {};
   s.kind = lr_schedule_kind::cosine;
   s.warmup_steps = 10;
   s.decay_steps = 10;
-  CHECK(lr_factor(s, 4) == doctest::Approx(0.5));     // warm-up to the cosine's start
-  CHECK(lr_factor(s, 15) == doctest::Approx(0.5));    // t = 5 of 10: (1 + cos(pi/2)) / 2
+  CHECK(lr_factor(s, 4) == doctest::Approx(0.5));   // warm-up to the cosine's start
+  CHECK(lr_factor(s, 15) == doctest::Approx(0.5));  // t = 5 of 10: (1 + cos(pi/2)) / 2
 }
 
 TEST_CASE("lr schedules: bad parameters are named") {

@@ -64,10 +64,10 @@ TEST_CASE("running_auc with refresh recomputes only after that many new pairs") 
   r.add(bad_s, bad_l);
   CHECK(r.value() == doctest::Approx(0.0));  // the first call always computes
   std::vector<float> good_s = {0.2f, 0.8f}, good_l = {0, 1};
-  r.add(good_s, good_l);                     // 2 new pairs < 3: the last figure
+  r.add(good_s, good_l);  // 2 new pairs < 3: the last figure
   CHECK(r.value() == doctest::Approx(0.0));
   std::vector<float> more_s = {0.3f, 0.7f}, more_l = {0, 1};
-  r.add(more_s, more_l);                     // 4 new pairs since: recomputed over the window
+  r.add(more_s, more_l);  // 4 new pairs since: recomputed over the window
   CHECK(r.count() == 4);
   CHECK(r.value() == doctest::Approx(1.0));
 }
@@ -96,7 +96,8 @@ TEST_CASE("grouped AUC: groups with both classes, weighted by their samples") {
   std::vector<uint64_t> groups{1, 1, 1, 2, 2, 3};
   // group 2: positive 0.8 vs negative 0.3 -> auc 1. Make it inverted:
   scores[4] = 0.2f;
-  CHECK(satrap::grouped_auc(scores, labels, groups) == doctest::Approx((3.0 * 1.0 + 2.0 * 0.0) / 5.0));
+  CHECK(satrap::grouped_auc(scores, labels, groups)
+        == doctest::Approx((3.0 * 1.0 + 2.0 * 0.0) / 5.0));
   std::vector<uint64_t> one_class{1, 1, 1, 1, 1, 1};
   std::vector<float> all_pos(6, 1.0f);
   CHECK(std::isnan(satrap::grouped_auc(scores, all_pos, one_class)));

@@ -17,7 +17,8 @@ const std::vector<std::vector<float>> kGrads = {{0.5f, -1.0f}, {0.25f, 2.0f}, {-
 std::vector<float> run(const dense_optimizer_options& o) {
   std::vector<float> w = {1.0f, -2.0f};
   dense_optimizer opt(o, w.size());
-  for (const auto& g : kGrads) opt.step(w, g);
+  for (const auto& g : kGrads)
+    opt.step(w, g);
   return w;
 }
 
@@ -30,9 +31,11 @@ TEST_CASE("dense sgd with weight decay follows w -= lr*(g + wd*w) over 3 steps")
   o.weight_decay = 0.01f;
   std::vector<double> w = {1.0, -2.0};
   for (const auto& g : kGrads)
-    for (size_t i = 0; i < 2; ++i) w[i] -= 0.1 * (g[i] + 0.01 * w[i]);
+    for (size_t i = 0; i < 2; ++i)
+      w[i] -= 0.1 * (g[i] + 0.01 * w[i]);
   auto got = run(o);
-  for (size_t i = 0; i < 2; ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-6));
+  for (size_t i = 0; i < 2; ++i)
+    CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-6));
 }
 
 TEST_CASE("dense adagrad follows acc += g^2, w -= lr*g/(sqrt(acc)+eps) over 3 steps") {
@@ -47,7 +50,8 @@ TEST_CASE("dense adagrad follows acc += g^2, w -= lr*g/(sqrt(acc)+eps) over 3 st
       w[i] -= 0.1 * g[i] / (std::sqrt(acc[i]) + 1e-3);
     }
   auto got = run(o);
-  for (size_t i = 0; i < 2; ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-6));
+  for (size_t i = 0; i < 2; ++i)
+    CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-6));
 }
 
 TEST_CASE("dense adam follows the bias-corrected update over 3 steps") {
@@ -69,10 +73,12 @@ TEST_CASE("dense adam follows the bias-corrected update over 3 steps") {
     }
   }
   auto got = run(o);
-  for (size_t i = 0; i < 2; ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-5));
+  for (size_t i = 0; i < 2; ++i)
+    CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-5));
 }
 
-TEST_CASE("dense ema_decay keeps ema = d_t*ema + (1-d_t)*w after step t, d_t = min(d, (1+t)/(10+t))") {
+TEST_CASE(
+  "dense ema_decay keeps ema = d_t*ema + (1-d_t)*w after step t, d_t = min(d, (1+t)/(10+t))") {
   dense_optimizer_options o;
   o.kind = dense_optimizer_kind::sgd;
   o.learning_rate = 0.1f;
@@ -86,12 +92,14 @@ TEST_CASE("dense ema_decay keeps ema = d_t*ema + (1-d_t)*w after step t, d_t = m
     for (const auto& g : kGrads) {
       opt.step(w, g);
       ++t;
-      for (size_t i = 0; i < 2; ++i) ref[i] -= 0.1 * g[i];
+      for (size_t i = 0; i < 2; ++i)
+        ref[i] -= 0.1 * g[i];
       const double d = std::min(0.75, (1.0 + t) / (10.0 + t));
       if (ema.empty())
         ema = ref;
       else
-        for (size_t i = 0; i < 2; ++i) ema[i] = d * ema[i] + (1.0 - d) * ref[i];
+        for (size_t i = 0; i < 2; ++i)
+          ema[i] = d * ema[i] + (1.0 - d) * ref[i];
     }
   REQUIRE(opt.ema().size() == 2);
   for (size_t i = 0; i < 2; ++i) {
@@ -148,7 +156,8 @@ TEST_CASE("embedding sgd update follows w -= lr*g") {
   t.lookup(ids, w0.data());
   t.update(ids, g.data());
   t.lookup(ids, w1.data());
-  for (int i = 0; i < 4; ++i) CHECK(w1[i] == doctest::Approx(w0[i] - 0.5f * g[i]));
+  for (int i = 0; i < 4; ++i)
+    CHECK(w1[i] == doctest::Approx(w0[i] - 0.5f * g[i]));
 }
 
 TEST_CASE("embedding adagrad update follows acc += g^2, w -= lr*g/(sqrt(acc)+eps) over 2 steps") {
@@ -171,7 +180,8 @@ TEST_CASE("embedding adagrad update follows acc += g^2, w -= lr*g/(sqrt(acc)+eps
     }
   }
   t.lookup(ids, w.data());
-  for (int d = 0; d < 2; ++d) CHECK(w[d] == doctest::Approx(want[d]).epsilon(1e-6));
+  for (int d = 0; d < 2; ++d)
+    CHECK(w[d] == doctest::Approx(want[d]).epsilon(1e-6));
 }
 
 TEST_CASE("embedding peek reads trained rows and initial rows without inserting") {

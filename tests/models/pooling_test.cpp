@@ -27,7 +27,8 @@ TEST_CASE("dedup_ids agrees with std::unordered_map on many ids") {
   }
   dedup_result r = dedup_ids(ids);
   std::unordered_map<uint64_t, uint32_t> seen;
-  for (uint64_t id : ids) seen.emplace(id, static_cast<uint32_t>(seen.size()));
+  for (uint64_t id : ids)
+    seen.emplace(id, static_cast<uint32_t>(seen.size()));
   REQUIRE(r.unique.size() == seen.size());
   for (size_t k = 0; k < ids.size(); ++k) {
     REQUIRE(r.unique[r.inverse[k]] == ids[k]);
@@ -38,7 +39,7 @@ TEST_CASE("dedup_ids agrees with std::unordered_map on many ids") {
 TEST_CASE("pool_forward sums or averages bags and zeroes empty bags") {
   const int dim = 2;
   std::vector<float> rows = {1, 2, 10, 20, 100, 200};  // 3 unique rows
-  std::vector<uint32_t> offsets = {0, 2, 2, 5};         // bags: {0,1}, {}, {2,2,0}
+  std::vector<uint32_t> offsets = {0, 2, 2, 5};        // bags: {0,1}, {}, {2,2,0}
   std::vector<uint32_t> inverse = {0, 1, 2, 2, 0};
   std::vector<float> out(3 * dim, -1.0f);
   pool_forward(pooling::sum, dim, offsets, inverse, rows.data(), out.data());
@@ -67,7 +68,8 @@ TEST_CASE("pool_backward matches finite differences for sum and mean") {
     // It accumulates into grad_unique.
     std::vector<float> twice = grad;
     pool_backward(mode, dim, offsets, inverse, r.data(), twice.data());
-    for (size_t i = 0; i < grad.size(); ++i) CHECK(twice[i] == doctest::Approx(2.0 * grad[i]));
+    for (size_t i = 0; i < grad.size(); ++i)
+      CHECK(twice[i] == doctest::Approx(2.0 * grad[i]));
   }
 }
 
@@ -75,13 +77,17 @@ TEST_CASE("pool_forward_rows (a pointer per unique row) equals pool_forward at e
   // Dims 8/16/32/64 take the compile-time loops, 3 and 12 the run-time one; bags of 0-4 ids.
   const uint64_t seed = 20261203;
   uint64_t s = seed;
-  auto next = [&s] { s ^= s << 13, s ^= s >> 7, s ^= s << 17; return s; };
+  auto next = [&s] {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return s;
+  };
   for (int dim : {3, 8, 12, 16, 32, 64}) {
     const uint32_t unique = 37;
     std::vector<uint32_t> offsets = {0}, inverse;
     for (int b = 0; b < 50; ++b) {
       auto n = next() % 5;
-      for (uint64_t k = 0; k < n; ++k) inverse.push_back(static_cast<uint32_t>(next() % unique));
+      for (uint64_t k = 0; k < n; ++k)
+        inverse.push_back(static_cast<uint32_t>(next() % unique));
       offsets.push_back(static_cast<uint32_t>(inverse.size()));
     }
     auto rows = random_vector(unique * static_cast<size_t>(dim), 61 + static_cast<uint64_t>(dim));
@@ -107,8 +113,10 @@ TEST_CASE("pool_forward_rows (a pointer per unique row) equals pool_forward at e
           for (uint32_t k = offsets[bag]; k < offsets[bag + 1]; ++k)
             sum += rows[inverse[k] * static_cast<size_t>(dim) + static_cast<size_t>(d)];
           auto count = offsets[bag + 1] - offsets[bag];
-          if (mode == pooling::mean && count > 0) sum /= count;
-          CHECK(a[bag * static_cast<size_t>(dim) + static_cast<size_t>(d)] == doctest::Approx(sum).epsilon(1e-5));
+          if (mode == pooling::mean && count > 0)
+            sum /= count;
+          CHECK(a[bag * static_cast<size_t>(dim) + static_cast<size_t>(d)]
+                == doctest::Approx(sum).epsilon(1e-5));
         }
     }
   }

@@ -22,7 +22,8 @@ TEST_CASE("reference_train smoke: losses finite and falling, AUC above chance, d
     first += r.batch_losses[i] / 10;
     last += r.batch_losses[50 + i] / 10;
   }
-  for (double l : r.batch_losses) CHECK(std::isfinite(l));
+  for (double l : r.batch_losses)
+    CHECK(std::isfinite(l));
   CHECK(last < first);
   CHECK(r.test_auc > 0.6);
   CHECK(r.oracle_auc > r.test_auc - 0.02);

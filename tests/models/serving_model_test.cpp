@@ -30,10 +30,11 @@ struct fixture {
 
   explicit fixture(weight_precision precision, uint32_t shards = 1, feature_crosses crosses = {},
                    dlrm_interaction interaction = dlrm_interaction::dot) {
-    dir = fs::temp_directory_path() / ("satrap-serving-test-" + std::to_string(::getpid()) + "-"
-                                       + std::to_string(static_cast<int>(precision)) + "-"
-                                       + std::to_string(shards) + "-" + std::to_string(crosses.size())
-                                       + "-" + std::to_string(static_cast<int>(interaction)));
+    dir =
+      fs::temp_directory_path()
+      / ("satrap-serving-test-" + std::to_string(::getpid()) + "-"
+         + std::to_string(static_cast<int>(precision)) + "-" + std::to_string(shards) + "-"
+         + std::to_string(crosses.size()) + "-" + std::to_string(static_cast<int>(interaction)));
     fs::remove_all(dir);
     meta.name = "t";
     meta.version = "v";
@@ -65,8 +66,8 @@ struct fixture {
     dense.resize(dense_model_param_count(meta.network));
     for (size_t i = 0; i < dense.size(); ++i)
       dense[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
-    auto rows_written = export_model((dir / "model").string(), meta, dense, (dir / "snap").string(),
-                                     1, shards);
+    auto rows_written =
+      export_model((dir / "model").string(), meta, dense, (dir / "snap").string(), 1, shards);
     REQUIRE_MESSAGE(rows_written.ok(), rows_written.error());
     CHECK(rows_written.value() == trained.size());
   }
@@ -139,7 +140,8 @@ TEST_CASE("serving: damaged or unfinished exports are refused with the file name
   auto n = exported_model::open((f.dir / "model").string());
   REQUIRE(!n.ok());
   CHECK(n.error().find("unfinished export") != std::string::npos);
-  auto again = export_model((f.dir / "model").string(), f.meta, f.dense, (f.dir / "snap").string(), 1);
+  auto again =
+    export_model((f.dir / "model").string(), f.meta, f.dense, (f.dir / "snap").string(), 1);
   REQUIRE(!again.ok());
   CHECK(again.error().find("not empty") != std::string::npos);
 }
@@ -150,8 +152,8 @@ TEST_CASE("serving: the scorer is the dense forward pass over pooled rows") {
   REQUIRE(m.ok());
   model_scorer scorer(m.value());
   // Two instances: bags (id0, id1), (), (unseen) and (id2), (id2, id2), (id3).
-  std::vector<uint64_t> ids = {f.trained[0], f.trained[1], 99, f.trained[2], f.trained[2],
-                               f.trained[2], f.trained[3]};
+  std::vector<uint64_t> ids = {f.trained[0], f.trained[1], 99,          f.trained[2],
+                               f.trained[2], f.trained[2], f.trained[3]};
   std::vector<uint32_t> offsets = {0, 2, 2, 3, 4, 6, 7};
   std::vector<float> dense = {0.5f, -1.0f, 2.0f, 0.25f};
   CHECK(check_score_input(*m.value(), 2, offsets, ids, dense).empty());
@@ -172,7 +174,8 @@ TEST_CASE("serving: the scorer is the dense forward pass over pooled rows") {
   net->forward(2, dense.data(), pooled.data(), want);
   CHECK(logits[0] == doctest::Approx(want[0]).epsilon(1e-6));
   CHECK(logits[1] == doctest::Approx(want[1]).epsilon(1e-6));
-  CHECK(check_score_input(*m.value(), 2, offsets, ids, std::vector<float>(3)).find("dense") != std::string::npos);
+  CHECK(check_score_input(*m.value(), 2, offsets, ids, std::vector<float>(3)).find("dense")
+        != std::string::npos);
 }
 
 TEST_CASE("serving: request parsing accepts the documented form and names what is wrong") {
@@ -204,7 +207,8 @@ TEST_CASE("serving: request parsing accepts the documented form and names what i
   }
 }
 
-TEST_CASE("serving: an export keeps the job's feature crosses and requests give only the data's slots") {
+TEST_CASE(
+  "serving: an export keeps the job's feature crosses and requests give only the data's slots") {
   fixture f(weight_precision::fp32, 1, {{0, 1}});  // 3 network slots: 2 of the data, 1 cross
   auto m = exported_model::open((f.dir / "model").string());
   REQUIRE_MESSAGE(m.ok(), m.error());
@@ -219,10 +223,12 @@ TEST_CASE("serving: an export keeps the job's feature crosses and requests give 
   std::ofstream(path) << j.dump(2);
   auto bad = exported_model_read_meta((f.dir / "model").string());
   REQUIRE(!bad.ok());
-  CHECK(bad.error().find("inconsistent model (crosses[0] [0, 2]: expected slots in [0, 2)") != std::string::npos);
+  CHECK(bad.error().find("inconsistent model (crosses[0] [0, 2]: expected slots in [0, 2)")
+        != std::string::npos);
 }
 
-TEST_CASE("serving: MODEL.json keeps the network's interaction, so the served network is the trained one") {
+TEST_CASE(
+  "serving: MODEL.json keeps the network's interaction, so the served network is the trained one") {
   fixture f(weight_precision::fp32, 1, {}, dlrm_interaction::dot_cat);
   auto m = exported_model::open((f.dir / "model").string());
   REQUIRE_MESSAGE(m.ok(), m.error());
@@ -234,7 +240,8 @@ TEST_CASE("serving: MODEL.json keeps the network's interaction, so the served ne
   std::ofstream(path) << j.dump(2);
   auto bad = exported_model_read_meta((f.dir / "model").string());
   REQUIRE(!bad.ok());
-  CHECK(bad.error().find("unknown network interaction 'outer' (dot, cat or dot_cat)") != std::string::npos);
+  CHECK(bad.error().find("unknown network interaction 'outer' (dot, cat or dot_cat)")
+        != std::string::npos);
   // An export from before the key was written is a dot network.
   fixture old(weight_precision::fp32);
   auto old_path = old.dir / "model" / "MODEL.json";

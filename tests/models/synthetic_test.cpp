@@ -22,8 +22,8 @@ synthetic_options small_options() {
 }
 
 bool same(const batch& a, const batch& b) {
-  return a.offsets == b.offsets && a.ids == b.ids && a.dense == b.dense && a.labels == b.labels &&
-         a.probs == b.probs;
+  return a.offsets == b.offsets && a.ids == b.ids && a.dense == b.dense && a.labels == b.labels
+         && a.probs == b.probs;
 }
 
 }  // namespace
@@ -40,7 +40,8 @@ TEST_CASE("synthetic batches have the documented layout") {
   CHECK(b.dense.size() == 16 * 3);
   CHECK(b.labels.size() == 16);
   CHECK(b.probs.size() == 16);
-  for (float l : b.labels) CHECK((l == 0.0f || l == 1.0f));
+  for (float l : b.labels)
+    CHECK((l == 0.0f || l == 1.0f));
 }
 
 TEST_CASE("synthetic batches are deterministic and differ by index, split and seed") {
@@ -68,11 +69,13 @@ TEST_CASE("synthetic ids are Zipf-skewed, slot-specific and not small numbers") 
   std::unordered_map<uint64_t, int> slot0;
   std::unordered_map<uint64_t, int> all;
   for (int i = 0; i < b.size; ++i) {
-    for (int s = 0; s < b.slots; ++s) ++all[b.ids[i * b.slots + s]];
+    for (int s = 0; s < b.slots; ++s)
+      ++all[b.ids[i * b.slots + s]];
     ++slot0[b.ids[i * b.slots]];
   }
   std::vector<int> counts;
-  for (auto& [id, c] : slot0) counts.push_back(c);
+  for (auto& [id, c] : slot0)
+    counts.push_back(c);
   std::sort(counts.rbegin(), counts.rend());
   // P(rank 1) = 1/H where H = sum_{r<=1e5} r^-1.05 ~ 9.9: about 2000 of 20000.
   CHECK(counts[0] > 1400);
@@ -83,14 +86,17 @@ TEST_CASE("synthetic ids are Zipf-skewed, slot-specific and not small numbers") 
   size_t per_slot_total = 0;
   for (int s = 0; s < b.slots; ++s) {
     std::unordered_map<uint64_t, int> m;
-    for (int i = 0; i < b.size; ++i) ++m[b.ids[i * b.slots + s]];
+    for (int i = 0; i < b.size; ++i)
+      ++m[b.ids[i * b.slots + s]];
     per_slot_total += m.size();
   }
   CHECK(per_slot_total == all.size());
-  for (auto& [id, c] : slot0) CHECK(id > 1000000);
+  for (auto& [id, c] : slot0)
+    CHECK(id > 1000000);
 }
 
-TEST_CASE("synthetic labels follow the teacher: sane rate, probs calibrated, oracle AUC meaningful") {
+TEST_CASE(
+  "synthetic labels follow the teacher: sane rate, probs calibrated, oracle AUC meaningful") {
   synthetic_generator g(synthetic_options{});
   batch b = g.make_batch(data_split::test, 0, 20000);
   double rate = 0.0, mean_prob = 0.0;

@@ -118,7 +118,8 @@ TEST_CASE("libsvm: malformed lines name the reason and column") {
   shifted.field_starts = {5, 10};
   e = fails("1 3:1", shifted);
   CHECK(std::string(e.reason) == "index_out_of_range");
-  CHECK(std::string(fails("1 1:1 2:1 3:1 4:1", libsvm_positional(3)).reason) == "too_many_features");
+  CHECK(std::string(fails("1 1:1 2:1 3:1 4:1", libsvm_positional(3)).reason)
+        == "too_many_features");
   CHECK(std::string(fails(std::string(text_line_bytes_max + 1, '1'), o).reason) == "line_too_long");
 }
 

@@ -12,10 +12,11 @@ TEST_CASE("printable escapes control bytes and invalid UTF-8, keeps valid UTF-8"
   CHECK(printable("plain text, [0-9] ~") == "plain text, [0-9] ~");
   CHECK(printable("a\0b"s) == "a\\x00b");
   CHECK(printable("\x1b[31mred\n\t\x7f") == "\\x1b[31mred\\x0a\\x09\\x7f");
-  CHECK(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  CHECK(printable("\xff\xc3") == "\\xff\\xc3");          // stray and truncated bytes
+  CHECK(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")
+        == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(printable("\xff\xc3") == "\\xff\\xc3");  // stray and truncated bytes
   CHECK(printable("\xc0\xaf \xed\xa0\x80") == "\\xc0\\xaf \\xed\\xa0\\x80");  // overlong, surrogate
-  CHECK(printable(printable("a\0\\x1b"s)) == printable("a\0\\x1b"s));  // idempotent
+  CHECK(printable(printable("a\0\\x1b"s)) == printable("a\0\\x1b"s));         // idempotent
 }
 
 TEST_CASE("a job file's bytes are escaped in the error that echoes them") {

@@ -63,8 +63,8 @@ TEST_CASE("job_history: bounded, keeping the whole span at lower resolution") {
   auto j = h.to_json();
   CHECK(h.size() <= 64);
   CHECK(h.size() >= 32);
-  CHECK(j["step"].front() == 0);    // the start is kept
-  CHECK(j["step"].back() == 999);   // and the newest
+  CHECK(j["step"].front() == 0);   // the start is kept
+  CHECK(j["step"].back() == 999);  // and the newest
   // Evenly spaced (the last point is the newest report, off the stride).
   auto& step = j["step"];
   auto gap = step[1].get<int64_t>() - step[0].get<int64_t>();
@@ -73,6 +73,6 @@ TEST_CASE("job_history: bounded, keeping the whole span at lower resolution") {
     CHECK(step[i].get<int64_t>() - step[i - 1].get<int64_t>() == gap);
   for (size_t i = 1; i < j["t_ms"].size(); ++i)
     CHECK(j["t_ms"][i].get<int64_t>() > j["t_ms"][i - 1].get<int64_t>());
-  CHECK(j["events"].size() == 4);   // the newest events
+  CHECK(j["events"].size() == 4);  // the newest events
   CHECK(j["events"].back()["step"] == 900);
 }

@@ -86,10 +86,9 @@ TEST_CASE("payload checks: id batch offsets start at 0, never go down and end at
              "slots is 2, expected 3"));
   CHECK(says(refusal(decode_id_batch(id_batch(2, 2, {0, 1, 3, 4}, {7, 8, 7, 9}), 0)),
              "offsets has 4 values, expected 5"));
-  CHECK(says(refusal(decode_id_batch(id_batch(1, 2, {1, 1, 2}, {7, 8}), 0)),
-             "offsets start at 1"));
-  CHECK(says(refusal(decode_id_batch(id_batch(1, 2, {0, 2, 1}, {7}), 0)),
-             "offsets go down at bag 1"));
+  CHECK(says(refusal(decode_id_batch(id_batch(1, 2, {1, 1, 2}, {7, 8}), 0)), "offsets start at 1"));
+  CHECK(
+    says(refusal(decode_id_batch(id_batch(1, 2, {0, 2, 1}, {7}), 0)), "offsets go down at bag 1"));
   CHECK(says(refusal(decode_id_batch(id_batch(1, 2, {0, 1, 3}, {7, 8}), 0)),
              "ids has 2 values, expected 3"));
   // ids of 12 bytes: not whole uint64 values.
@@ -184,7 +183,8 @@ TEST_CASE("payload checks: embedding gradients, dense batches, dense state, chun
   auto st = decode_dense_state(state_payload, 5);
   REQUIRE(st);
   CHECK(st->step == 9);
-  CHECK(says(refusal(decode_dense_state(payload_encode(sb), 6)), "params has 5 values, expected 6"));
+  CHECK(
+    says(refusal(decode_dense_state(payload_encode(sb), 6)), "params has 5 values, expected 6"));
   CHECK(st->ema.empty());
   s.setEma(data_of(std::vector<float>(4, 0.0f)));
   CHECK(says(refusal(decode_dense_state(payload_encode(sb), 5)), "ema has 4 values, expected 5"));
@@ -233,14 +233,15 @@ TEST_CASE("payload checks: the validation split and the groups blob of a dense b
   d.setDense(data_of(std::vector<float>(2, 0.0f)));
   d.setLabels(data_of(std::vector<float>{0.0f, 1.0f}));
   d.setGroups(data_of(std::vector<uint64_t>{3, 5}));
-  auto batch_payload = payload_encode(db);  // outlives the view
+  auto batch_payload = payload_encode(db);              // outlives the view
   auto v = decode_dense_batch(batch_payload, 4, 2, 1);  // split_code(validation) == 2
   REQUIRE(v);
   CHECK(v->groups.size() == 2);
   CHECK(v->groups[1] == 5);
   CHECK(says(refusal(decode_dense_batch(payload_encode(db), 4, 1, 1)), "split is 2, expected 1"));
   d.setGroups(data_of(std::vector<uint64_t>{3}));
-  CHECK(says(refusal(decode_dense_batch(payload_encode(db), 4, 2, 1)), "groups has 1 values, expected 2"));
+  CHECK(says(refusal(decode_dense_batch(payload_encode(db), 4, 2, 1)),
+             "groups has 1 values, expected 2"));
 
   capnp::MallocMessageBuilder ib;
   auto in = ib.initRoot<schema::IdBatch>();

@@ -26,7 +26,7 @@ TEST_CASE("request watch: overdue requests fail once with request_timeout, answe
   CHECK(failed.empty());
   CHECK(w.tick(t0 + std::chrono::milliseconds(30)));  // b is overdue, a still open
   CHECK(failed == std::vector<int>{2});
-  CHECK_FALSE(w.close(b));  // its late answer is dropped
+  CHECK_FALSE(w.close(b));                                  // its late answer is dropped
   CHECK_FALSE(w.tick(t0 + std::chrono::milliseconds(60)));  // a fails; nothing left: no next tick
   CHECK(failed == std::vector<int>{2, 1});
   CHECK_FALSE(w.close(a));
@@ -35,11 +35,15 @@ TEST_CASE("request watch: overdue requests fail once with request_timeout, answe
 }
 
 TEST_CASE("request watch: the tick period follows the timeout within its bounds") {
-  CHECK(request_watch::period(caf::duration{std::chrono::seconds(60)}) == request_watch::period_max);
-  CHECK(request_watch::period(caf::duration{std::chrono::milliseconds(400)}) == std::chrono::milliseconds(50));
-  CHECK(request_watch::period(caf::duration{std::chrono::milliseconds(1)}) == request_watch::period_min);
+  CHECK(request_watch::period(caf::duration{std::chrono::seconds(60)})
+        == request_watch::period_max);
+  CHECK(request_watch::period(caf::duration{std::chrono::milliseconds(400)})
+        == std::chrono::milliseconds(50));
+  CHECK(request_watch::period(caf::duration{std::chrono::milliseconds(1)})
+        == request_watch::period_min);
   CHECK(request_watch::period(caf::infinite) == request_watch::period_max);
   auto now = request_watch::time_point{} + std::chrono::seconds(1);
-  CHECK(request_watch::deadline(now, caf::duration{std::chrono::seconds(2)}) == now + std::chrono::seconds(2));
+  CHECK(request_watch::deadline(now, caf::duration{std::chrono::seconds(2)})
+        == now + std::chrono::seconds(2));
   CHECK(request_watch::deadline(now, caf::infinite) == request_watch::time_point::max());
 }

@@ -27,8 +27,8 @@ TEST_CASE("random tokens are hex of the asked length and differ") {
 }
 
 TEST_CASE("a secret file is written with mode 0600 and read back") {
-  auto path = (std::filesystem::temp_directory_path() / ("satrap-secret-" + random_token(4)))
-                .string();
+  auto path =
+    (std::filesystem::temp_directory_path() / ("satrap-secret-" + random_token(4))).string();
   REQUIRE(secret_file_write(path, "s3cret"));
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);

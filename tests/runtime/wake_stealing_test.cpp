@@ -51,9 +51,8 @@ TEST_CASE("wake_stealing: a parked worker is woken for a job queued behind a bus
   REQUIRE(dynamic_cast<caf::scheduler::coordinator<wake_stealing>*>(&sys.scheduler()) != nullptr);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both workers park
   std::atomic<bool> helper_ran{false}, blocker_done{false};
-  auto helper = sys.spawn([&](caf::event_based_actor*) -> caf::behavior {
-    return {[&](int) { helper_ran = true; }};
-  });
+  auto helper = sys.spawn(
+    [&](caf::event_based_actor*) -> caf::behavior { return {[&](int) { helper_ran = true; }}; });
   // The blocker holds its worker until the helper ran. The helper, sent from the blocker, lands
   // on the blocker's own queue: only the other worker can run it, and only if it was woken.
   auto blocker = sys.spawn([&, helper](caf::event_based_actor* self) -> caf::behavior {

@@ -64,11 +64,9 @@ caf::expected<caf::strong_actor_ptr> connect(caf::actor_system& sys, const std::
   caf::scoped_actor self{sys};
   caf::expected<caf::strong_actor_ptr> out{caf::error{}};
   self->request(mm, std::chrono::seconds(10), caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
-        out = std::move(p);
-      },
-      [&](caf::error& e) { out = std::move(e); });
+    .receive([&](const caf::node_id&, caf::strong_actor_ptr& p,
+                 const std::set<std::string>&) { out = std::move(p); },
+             [&](caf::error& e) { out = std::move(e); });
   return out;
 }
 
@@ -146,7 +144,8 @@ int attack(char** argv) {
   caf::actor_system sys{*cfg};
   auto head = connect(sys, m.head.host, m.head.port);
   if (!head || !*head) {
-    std::printf("cannot reach the head: %s\n", head ? "no actor" : caf::to_string(head.error()).c_str());
+    std::printf("cannot reach the head: %s\n",
+                head ? "no actor" : caf::to_string(head.error()).c_str());
     return 2;
   }
   auto admin = caf::actor_cast<caf::actor>(*head);
@@ -167,8 +166,8 @@ int attack(char** argv) {
                  std::string("name: evil\n"));
   expect_refused(self, admin, "cancel without token", cancel_atom::value, std::string("x"),
                  std::string("j1"));
-  expect_refused(self, admin, "checkpoint without token", checkpoint_atom::value,
-                 std::string("x"), std::string("j1"));
+  expect_refused(self, admin, "checkpoint without token", checkpoint_atom::value, std::string("x"),
+                 std::string("j1"));
   // Messages without a reply: counted by the head (checked in /metrics by the test).
   for (int i = 0; i < 1000; ++i) {
     self->send(admin, heartbeat_atom::value, victim, std::vector<actor_stat>{});

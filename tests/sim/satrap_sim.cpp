@@ -112,7 +112,7 @@ struct digest {
 
 struct capture_sink final : spdlog::sinks::base_sink<spdlog::details::null_mutex> {
   int64_t staleness_violations = 0;
-  int64_t restarts = 0;  // job_restarting events
+  int64_t restarts = 0;                     // job_restarting events
   std::vector<std::string> restart_events;  // their texts (with the reason)
   int64_t failures_after_training = 0;      // job_failure_after_training events (not recovered)
   std::vector<std::string> errors;
@@ -143,22 +143,42 @@ constexpr int sim_nodes = 3;
 
 struct fault {
   enum kind_t { crash, stall, cut, loss, pause, full, fsync } kind;
-  std::string role;     // crash, stall, cut: the role ("embedding_shard", ...)
-  int32_t index = 0;    // its index
-  int64_t nth = 0;      // crash: before its nth message; stall/loss/pause: at this sim step
-  int32_t node = 0;     // loss, pause
+  std::string role;       // crash, stall, cut: the role ("embedding_shard", ...)
+  int32_t index = 0;      // its index
+  int64_t nth = 0;        // crash: before its nth message; stall/loss/pause: at this sim step
+  int32_t node = 0;       // loss, pause
   int64_t length_ms = 0;  // stall, pause: how long; loss: until the node is back
   bool done = false;
   std::string text() const {
     char buf[200];
     switch (kind) {
-      case crash: std::snprintf(buf, sizeof buf, "crash %s[%d] before its message %lld", role.c_str(), index, (long long)nth); break;
-      case stall: std::snprintf(buf, sizeof buf, "stall %s[%d] at step %lld for %lld ms", role.c_str(), index, (long long)nth, (long long)length_ms); break;
-      case cut: std::snprintf(buf, sizeof buf, "crash %s[%d] on its snapshot request (checkpoint cut)", role.c_str(), index); break;
-      case loss: std::snprintf(buf, sizeof buf, "lose node n%d at step %lld, back after %lld ms", node, (long long)nth, (long long)length_ms); break;
-      case pause: std::snprintf(buf, sizeof buf, "pause heartbeats of node n%d at step %lld for %lld ms", node, (long long)nth, (long long)length_ms); break;
-      case full: std::snprintf(buf, sizeof buf, "fill the disk at step %lld", (long long)nth); break;
-      case fsync: std::snprintf(buf, sizeof buf, "fail the next %d fsyncs from step %lld", index, (long long)nth); break;
+      case crash:
+        std::snprintf(buf, sizeof buf, "crash %s[%d] before its message %lld", role.c_str(), index,
+                      (long long)nth);
+        break;
+      case stall:
+        std::snprintf(buf, sizeof buf, "stall %s[%d] at step %lld for %lld ms", role.c_str(), index,
+                      (long long)nth, (long long)length_ms);
+        break;
+      case cut:
+        std::snprintf(buf, sizeof buf, "crash %s[%d] on its snapshot request (checkpoint cut)",
+                      role.c_str(), index);
+        break;
+      case loss:
+        std::snprintf(buf, sizeof buf, "lose node n%d at step %lld, back after %lld ms", node,
+                      (long long)nth, (long long)length_ms);
+        break;
+      case pause:
+        std::snprintf(buf, sizeof buf, "pause heartbeats of node n%d at step %lld for %lld ms",
+                      node, (long long)nth, (long long)length_ms);
+        break;
+      case full:
+        std::snprintf(buf, sizeof buf, "fill the disk at step %lld", (long long)nth);
+        break;
+      case fsync:
+        std::snprintf(buf, sizeof buf, "fail the next %d fsyncs from step %lld", index,
+                      (long long)nth);
+        break;
     }
     return buf;
   }
@@ -180,11 +200,11 @@ struct sim_run {
   std::vector<fault> faults;
   // Outcome.
   std::optional<job_result> result;
-  std::string failure;     // the job's error, if it failed
+  std::string failure;  // the job's error, if it failed
   bool ended = false;
   int64_t sim_steps = 0;
   int64_t sim_ms = 0;
-  std::vector<std::string> broken;  // invariants broken, with details
+  std::vector<std::string> broken;    // invariants broken, with details
   std::vector<std::string> injected;  // what the injector did
   uint64_t trace_digest = 0;
   bool reference_checked = false;
@@ -264,17 +284,29 @@ std::vector<fault> draw_faults(sim_rng& rng) {
   for (uint64_t i = 0; i < n; ++i) {
     fault f{};
     auto k = rng.below(10);
-    f.kind = k < 3 ? fault::crash : k < 5 ? fault::stall : k < 6 ? fault::cut
-             : k < 8 ? fault::loss : fault::pause;
+    f.kind = k < 3   ? fault::crash
+             : k < 5 ? fault::stall
+             : k < 6 ? fault::cut
+             : k < 8 ? fault::loss
+                     : fault::pause;
     f.role = f.kind == fault::cut ? "embedding_shard" : roles[rng.below(4)];
     f.index = static_cast<int32_t>(rng.below(2));
     f.node = static_cast<int32_t>(rng.below(sim_nodes));
     switch (f.kind) {
       case fault::crash: f.nth = 1 + static_cast<int64_t>(rng.below(60)); break;
-      case fault::stall: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(20000)); break;
+      case fault::stall:
+        f.nth = static_cast<int64_t>(rng.below(700));
+        f.length_ms = 100 + static_cast<int64_t>(rng.below(20000));
+        break;
       case fault::cut: break;
-      case fault::loss: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 500 + static_cast<int64_t>(rng.below(8000)); break;
-      case fault::pause: f.nth = static_cast<int64_t>(rng.below(700)); f.length_ms = 100 + static_cast<int64_t>(rng.below(8000)); break;
+      case fault::loss:
+        f.nth = static_cast<int64_t>(rng.below(700));
+        f.length_ms = 500 + static_cast<int64_t>(rng.below(8000));
+        break;
+      case fault::pause:
+        f.nth = static_cast<int64_t>(rng.below(700));
+        f.length_ms = 100 + static_cast<int64_t>(rng.below(8000));
+        break;
     }
     out.push_back(f);
   }
@@ -289,7 +321,7 @@ void draw_disk_fault(uint64_t seed, std::vector<fault>& faults) {
     return;
   fault f{};
   f.kind = rng.chance(0.5) ? fault::full : fault::fsync;
-  f.nth = static_cast<int64_t>(rng.below(400));  // most runs take 300-900 steps
+  f.nth = static_cast<int64_t>(rng.below(400));      // most runs take 300-900 steps
   f.index = 1 + static_cast<int32_t>(rng.below(2));  // fsync: how many fail
   faults.push_back(f);
 }
@@ -311,7 +343,7 @@ struct sim_node {
   node_agent_actor agent;
   caf::actor proc;
   bool up = false;
-  int64_t back_at_ms = -1;     // a lost node comes back then
+  int64_t back_at_ms = -1;  // a lost node comes back then
   int64_t paused_until_ms = -1;
 };
 
@@ -331,8 +363,12 @@ class simulation {
  public:
   simulation(sim_run& run, caf::actor_system& sys, caf::scheduler::test_coordinator& sched,
              capture_sink& sink, memory_env& files)
-    : run_(run), sys_(sys), sched_(sched), sink_(sink), files_(files),
-      rng_{run.seed * 0x2545F4914F6CDD1Dull + 1} {}
+      : run_(run),
+        sys_(sys),
+        sched_(sched),
+        sink_(sink),
+        files_(files),
+        rng_{run.seed * 0x2545F4914F6CDD1Dull + 1} {}
 
   // Moves the test clock and the files' clocks together.
   void advance(std::chrono::milliseconds by) {
@@ -342,7 +378,9 @@ class simulation {
 
   int64_t now_ms() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
-             sched_.clock().current_time.time_since_epoch()).count() - start_ms_;
+             sched_.clock().current_time.time_since_epoch())
+             .count()
+           - start_ms_;
   }
 
   void start_node(int32_t i) {
@@ -361,19 +399,20 @@ class simulation {
     auto name = c.node;
     auto agent = n.agent;
     auto interval = ms(manifest_.timing.heartbeat_interval_ms);
-    n.proc = sys_.spawn([admin, name, agent, interval, this, i](caf::event_based_actor* self)
-                          -> caf::behavior {
-      self->send(admin, register_atom::value, node_info{"sim", "sim", name, agent, "token-" + name});
-      self->delayed_send(self, interval, heartbeat_atom::value);
-      return {
-        [=, this](heartbeat_atom) {
-          if (now_ms() >= nodes_[static_cast<size_t>(i)].paused_until_ms)
-            self->send(admin, heartbeat_atom::value, name, std::vector<actor_stat>{});
-          self->delayed_send(self, interval, heartbeat_atom::value);
-        },
-        [](const std::string&) {},  // the admin's answer to register
-      };
-    });
+    n.proc = sys_.spawn(
+      [admin, name, agent, interval, this, i](caf::event_based_actor* self) -> caf::behavior {
+        self->send(admin, register_atom::value,
+                   node_info{"sim", "sim", name, agent, "token-" + name});
+        self->delayed_send(self, interval, heartbeat_atom::value);
+        return {
+          [=, this](heartbeat_atom) {
+            if (now_ms() >= nodes_[static_cast<size_t>(i)].paused_until_ms)
+              self->send(admin, heartbeat_atom::value, name, std::vector<actor_stat>{});
+            self->delayed_send(self, interval, heartbeat_atom::value);
+          },
+          [](const std::string&) {},  // the admin's answer to register
+        };
+      });
     n.up = true;
   }
 
@@ -406,8 +445,9 @@ class simulation {
   }
 
   void crash(spawned& a, const std::string& why) {
-    say(run_, why + ": " + a.role + "[" + std::to_string(a.index) + "] on n"
-                  + std::to_string(a.node), run_.sim_steps, now_ms());
+    say(run_,
+        why + ": " + a.role + "[" + std::to_string(a.index) + "] on n" + std::to_string(a.node),
+        run_.sim_steps, now_ms());
     exit_now(sched_, a.actor, caf::make_error(caf::sec::runtime_error, "sim: injected crash"));
   }
 
@@ -462,7 +502,8 @@ class simulation {
         return true;
       }
       if (f.kind == fault::cut) {
-        auto* sa = dynamic_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(a.actor));
+        auto* sa =
+          dynamic_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(a.actor));
         auto* next = sa ? sa->mailbox().peek() : nullptr;
         if (next && next->content().match_element<snapshot_atom>(0)) {
           f.done = true;
@@ -477,7 +518,8 @@ class simulation {
   void run() {
     manifest_ = sim_manifest();
     start_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  sched_.clock().current_time.time_since_epoch()).count();
+                  sched_.clock().current_time.time_since_epoch())
+                  .count();
     admin_config ac{manifest_, "sim", "token", "", manifest_.timing, {}};
     for (auto& n : manifest_.nodes)  // each node shows its own token, as on a cluster
       ac.node_tokens[n.name] = "token-" + n.name;
@@ -507,8 +549,15 @@ class simulation {
     // The client: asks the supervisor to run the job and keeps the answer.
     sys_.spawn([this, sup](caf::event_based_actor* self) {
       self->request(sup, caf::infinite, run_atom::value)
-        .then([this](job_result& r) { run_.result = std::move(r); run_.ended = true; },
-              [this](caf::error& e) { run_.failure = error_text(e); run_.ended = true; });
+        .then(
+          [this](job_result& r) {
+            run_.result = std::move(r);
+            run_.ended = true;
+          },
+          [this](caf::error& e) {
+            run_.failure = error_text(e);
+            run_.ended = true;
+          });
     });
     digest d;
     const int64_t max_steps = 400000;
@@ -524,8 +573,10 @@ class simulation {
         // Nothing to do now: jump to the next timeout (or the end of a stall, a node's return).
         int64_t next = max_ms;
         if (auto t = clock_peek::next(sched_.clock()))
-          next = std::min<int64_t>(next, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           t->time_since_epoch()).count() - start_ms_);
+          next = std::min<int64_t>(
+            next,
+            std::chrono::duration_cast<std::chrono::milliseconds>(t->time_since_epoch()).count()
+              - start_ms_);
         for (auto& [id, until] : stalled_until_)
           if (until > now_ms())
             next = std::min(next, until);
@@ -610,16 +661,16 @@ class simulation {
     }
     stop(admin_);
     caf::anon_send_exit(stopper, caf::exit_reason::user_shutdown);
-    while (sched_.try_run_once()) {
-    }
+    while (sched_.try_run_once()) {}
   }
 
   // The final shards' statistics (with their audit ledgers) come with the job's result.
   void check_ledgers() {
     auto& shards = run_.result->shards;
     if (shards.size() != static_cast<size_t>(run_.spec.placement.shards)) {
-      run_.broken.push_back("exactly_once: the result has statistics of " + std::to_string(shards.size())
-                            + " shards, the job has " + std::to_string(run_.spec.placement.shards));
+      run_.broken.push_back("exactly_once: the result has statistics of "
+                            + std::to_string(shards.size()) + " shards, the job has "
+                            + std::to_string(run_.spec.placement.shards));
       return;
     }
     for (auto& s : shards)
@@ -674,8 +725,8 @@ class simulation {
   std::map<caf::resumable*, size_t> by_job_;
   std::map<caf::actor_id, int64_t> stalled_until_;
   int64_t start_ms_ = 0;
-  FILE* dump_ = std::getenv("SATRAP_SIM_DUMP") ? std::fopen(std::getenv("SATRAP_SIM_DUMP"), "a")
-                                                : nullptr;
+  FILE* dump_ =
+    std::getenv("SATRAP_SIM_DUMP") ? std::fopen(std::getenv("SATRAP_SIM_DUMP"), "a") : nullptr;
 
  public:
   ~simulation() {
@@ -721,19 +772,22 @@ void check_disk(sim_run& run, const memory_env& files, const capture_sink& sink)
   const char* eio = std::strerror(EIO);
   for (auto& r : sink.restart_events)
     if (has(r, enospc))
-      run.broken.push_back("disk: the job restarted after a full disk (a restart meets it again): " + r);
+      run.broken.push_back("disk: the job restarted after a full disk (a restart meets it again): "
+                           + r);
   if (files.refused_writes() > 0 && alone && !(failed && has(run.failure, enospc)))
-    run.broken.push_back("disk: a write met a full disk, yet the job "
-                         + (failed ? "FAILED with: " + run.failure : std::string("did not fail with it")));
+    run.broken.push_back(
+      "disk: a write met a full disk, yet the job "
+      + (failed ? "FAILED with: " + run.failure : std::string("did not fail with it")));
   if (files.failed_syncs() > 0 && alone) {
     // A shard's failed snapshot restarts the job, unless training had ended (then the result
     // stands: job_failure_after_training).
     bool retried = run.result && (run.result->restarts > 0 || sink.failures_after_training > 0);
     bool named = failed && has(run.failure, "checkpoint at step") && has(run.failure, eio);
     if (!retried && !named)
-      run.broken.push_back("disk: an fsync failed, yet the job neither restarted and succeeded nor "
-                           "failed naming the checkpoint: "
-                           + (failed ? run.failure : std::string("restarts=0")));
+      run.broken.push_back(
+        "disk: an fsync failed, yet the job neither restarted and succeeded nor "
+        "failed naming the checkpoint: "
+        + (failed ? run.failure : std::string("restarts=0")));
   }
 }
 
@@ -754,7 +808,9 @@ sim_run run_seed(uint64_t seed, bool trace, const std::string& work) {
   auto sink = std::make_shared<capture_sink>();
   sink->echo = trace;
   auto logger = std::make_shared<spdlog::logger>("sim", sink);
-  logger->set_level(trace ? (std::getenv("SATRAP_SIM_DEBUG") ? spdlog::level::debug : spdlog::level::info) : spdlog::level::warn);
+  logger->set_level(
+    trace ? (std::getenv("SATRAP_SIM_DEBUG") ? spdlog::level::debug : spdlog::level::info)
+          : spdlog::level::warn);
   spdlog::set_default_logger(logger);
   {
     sim_config cfg;
@@ -790,8 +846,9 @@ sim_run run_seed(uint64_t seed, bool trace, const std::string& work) {
       for (size_t i = 0; i < want.size(); ++i)
         if (std::abs(got[i] - want[i]) > 1e-5 * std::max(1.0, std::abs(want[i]))) {
           char buf[160];
-          std::snprintf(buf, sizeof buf, "reference_loss: step %zu loss %.9g, the reference loop %.9g",
-                        i, got[i], want[i]);
+          std::snprintf(buf, sizeof buf,
+                        "reference_loss: step %zu loss %.9g, the reference loop %.9g", i, got[i],
+                        want[i]);
           run.broken.push_back(buf);
           break;
         }
@@ -802,11 +859,12 @@ sim_run run_seed(uint64_t seed, bool trace, const std::string& work) {
 
 void print_run(const sim_run& run) {
   auto& s = run.spec;
-  std::printf("seed=%llu trainers=%d staleness=%d aggregators=%d loaders=%d checkpoint_every=%lld "
-              "checkpoint_every_s=%d faults=%zu\n",
-              (unsigned long long)run.seed, s.placement.trainers, s.training.staleness,
-              s.placement.aggregators, s.placement.loaders, (long long)s.checkpoint.every_steps,
-              s.checkpoint.every_seconds, run.faults.size());
+  std::printf(
+    "seed=%llu trainers=%d staleness=%d aggregators=%d loaders=%d checkpoint_every=%lld "
+    "checkpoint_every_s=%d faults=%zu\n",
+    (unsigned long long)run.seed, s.placement.trainers, s.training.staleness,
+    s.placement.aggregators, s.placement.loaders, (long long)s.checkpoint.every_steps,
+    s.checkpoint.every_seconds, run.faults.size());
   for (auto& f : run.faults)
     std::printf("  fault: %s\n", f.text().c_str());
   for (auto& i : run.injected)
@@ -847,14 +905,21 @@ int main(int argc, char** argv) {
       }
       return v;
     };
-    if (a == "--seeds") seeds = value("--seeds");
-    else if (a == "--first") first = value("--first");
-    else if (a == "--seed") one = value("--seed");
-    else if (a == "--trace") trace = true;
-    else if (a == "--work" && i + 1 < argc) work = argv[++i];
+    if (a == "--seeds")
+      seeds = value("--seeds");
+    else if (a == "--first")
+      first = value("--first");
+    else if (a == "--seed")
+      one = value("--seed");
+    else if (a == "--trace")
+      trace = true;
+    else if (a == "--work" && i + 1 < argc)
+      work = argv[++i];
     else {
-      std::fprintf(stderr, "usage: satrap_sim --seeds N [--first S] | --seed S [--trace] "
-                           "[--work DIR]\n(unknown argument '%s')\n", a.c_str());
+      std::fprintf(stderr,
+                   "usage: satrap_sim --seeds N [--first S] | --seed S [--trace] "
+                   "[--work DIR]\n(unknown argument '%s')\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -900,12 +965,13 @@ int main(int argc, char** argv) {
         print_run(r);
       }
     }
-    std::printf("jobs_succeeded=%lld jobs_failed=%lld faults_injected=%lld restarts=%lld "
-                "checkpoints=%lld batches_replayed=%lld reference_checked=%lld "
-                "ledgers_unreadable=%lld disk_faults_met=%lld\n",
-                (long long)succeeded, (long long)failed, (long long)injected, (long long)restarts,
-                (long long)checkpoints, (long long)replayed, (long long)reference,
-                (long long)unreadable, (long long)disk);
+    std::printf(
+      "jobs_succeeded=%lld jobs_failed=%lld faults_injected=%lld restarts=%lld "
+      "checkpoints=%lld batches_replayed=%lld reference_checked=%lld "
+      "ledgers_unreadable=%lld disk_faults_met=%lld\n",
+      (long long)succeeded, (long long)failed, (long long)injected, (long long)restarts,
+      (long long)checkpoints, (long long)replayed, (long long)reference, (long long)unreadable,
+      (long long)disk);
     std::printf("seeds=%lld failures=%lld first_failure=%s sim_steps=%lld\n", (long long)seeds,
                 (long long)failures, first_failure.c_str(), (long long)steps);
     rc = failures > 0;

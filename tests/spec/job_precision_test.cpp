@@ -15,11 +15,12 @@ TEST_CASE("model.precision: fp32 anywhere, bf16 / fp16 only with training.device
   CHECK(spec.model.network.precision == dense_precision::bf16);
   auto err = job_spec_finalize(spec);
   REQUIRE(err);
-  CHECK(error_text(err).find("model.precision: bf16 needs training.device cuda") != std::string::npos);
+  CHECK(error_text(err).find("model.precision: bf16 needs training.device cuda")
+        != std::string::npos);
 
   spec = job_spec_defaults();
-  REQUIRE(!job_spec_load_text("model: {precision: fp16}\ntraining: {device: cuda}\n", "job.yaml",
-                              spec));
+  REQUIRE(
+    !job_spec_load_text("model: {precision: fp16}\ntraining: {device: cuda}\n", "job.yaml", spec));
   CHECK(!job_spec_finalize(spec));  // the spec is fine; a node without a GPU says so at spawn
   CHECK(spec.model.network.precision == dense_precision::fp16);
 
@@ -38,8 +39,8 @@ TEST_CASE("model.dense_optimizer.ema_decay: from 0 to below 1, and only with tra
   CHECK(!job_spec_finalize(spec));
 
   spec = job_spec_defaults();
-  REQUIRE(!job_spec_load_text("model: {dense_optimizer: {ema_decay: 0.99}}\ntraining: {device: cuda}\n",
-                              "job.yaml", spec));
+  REQUIRE(!job_spec_load_text(
+    "model: {dense_optimizer: {ema_decay: 0.99}}\ntraining: {device: cuda}\n", "job.yaml", spec));
   auto err = job_spec_finalize(spec);
   REQUIRE(err);
   CHECK(error_text(err).find("model.dense_optimizer.ema_decay: expected training.device cpu")
@@ -63,7 +64,8 @@ TEST_CASE("the default job's DLRM settings give way for other model types and fo
   REQUIRE(!job_spec_finalize(spec));
   CHECK(spec.model.network.top == std::vector<int>{64, 32});
   CHECK(spec.model.network.interaction == dlrm_interaction::dot);
-  CHECK(spec.model.dense.ema_decay == doctest::Approx(0.9995));  // the CPU trainer averages any model
+  CHECK(spec.model.dense.ema_decay
+        == doctest::Approx(0.9995));  // the CPU trainer averages any model
 
   spec = job_spec_defaults();
   REQUIRE(!job_spec_load_text("model: {type: deepfm, top: [8]}\n", "job.yaml", spec));
@@ -71,7 +73,8 @@ TEST_CASE("the default job's DLRM settings give way for other model types and fo
   CHECK(spec.model.network.top == std::vector<int>{8});
 
   spec = job_spec_defaults();
-  REQUIRE(!job_spec_load_text("model: {type: wide_deep, interaction: dot_cat}\n", "job.yaml", spec));
+  REQUIRE(
+    !job_spec_load_text("model: {type: wide_deep, interaction: dot_cat}\n", "job.yaml", spec));
   auto err = job_spec_finalize(spec);
   REQUIRE(err);
   CHECK(error_text(err).find("model.interaction") != std::string::npos);
@@ -87,5 +90,6 @@ TEST_CASE("the default job's DLRM settings give way for other model types and fo
   REQUIRE(!job_spec_load_text("model: {dropout: 0.1}\n", "job.yaml", spec));
   err = job_spec_finalize(spec);
   REQUIRE(err);
-  CHECK(error_text(err).find("model.dropout: the top MLP has no hidden layers") != std::string::npos);
+  CHECK(error_text(err).find("model.dropout: the top MLP has no hidden layers")
+        != std::string::npos);
 }

@@ -75,8 +75,7 @@ TEST_CASE("a bad value names the key, the line and what was expected") {
   CHECK(e.find("placement.shards: expected an integer in [1, 4096], got 'many'")
         != std::string::npos);
   CHECK(load_error("placement: {shards: 0}").find("placement.shards") != std::string::npos);
-  CHECK(load_error("model: {pooling: max}").find("expected one of sum mean")
-        != std::string::npos);
+  CHECK(load_error("model: {pooling: max}").find("expected one of sum mean") != std::string::npos);
   CHECK(load_error("model: {bottom: [64, -1]}").find("model.bottom: expected a list")
         != std::string::npos);
   CHECK(load_error("data: {synthetic: {zipf_exponent: x}}").find("expected a number")
@@ -150,7 +149,8 @@ training:
   early_stopping: {metric: logloss, patience: 3, min_delta: 0.0001}
   target_auc: 0.79
 metrics: {group_by: 0}
-)", "job.yaml", spec);
+)",
+                                "job.yaml", spec);
   REQUIRE_MESSAGE(!err, error_text(err));
   CHECK(spec.model.dense.schedule.kind == lr_schedule_kind::cosine);
   CHECK(spec.model.dense.schedule.warmup_steps == 10);
@@ -164,9 +164,12 @@ metrics: {group_by: 0}
   CHECK(yaml.find("early_stopping.patience: 3") != std::string::npos);
   CHECK(yaml.find("schedule.kind: cosine") != std::string::npos);
 
-  CHECK(load_error("training: {early_stopping: {metric: f1}}").find("one of auc logloss") != std::string::npos);
-  CHECK(load_error("model: {embedding: {schedule: {kind: linear}}}").find("one of constant warmup") != std::string::npos);
-  CHECK(load_error("data: {validation_fraction: 0.95}").find("data.validation_fraction") != std::string::npos);
+  CHECK(load_error("training: {early_stopping: {metric: f1}}").find("one of auc logloss")
+        != std::string::npos);
+  CHECK(load_error("model: {embedding: {schedule: {kind: linear}}}").find("one of constant warmup")
+        != std::string::npos);
+  CHECK(load_error("data: {validation_fraction: 0.95}").find("data.validation_fraction")
+        != std::string::npos);
 
   auto finalize_error = [](job_spec s) {
     auto e = job_spec_finalize(s);
@@ -203,7 +206,9 @@ training:
   target_auc: 0.79
   history_file: "/tmp/h: x.jsonl"
 metrics: {group_by: 1}
-)", "job.yaml", spec) == caf::none);
+)",
+                             "job.yaml", spec)
+          == caf::none);
   REQUIRE_FALSE(job_spec_finalize(spec));
   auto yaml = job_spec_to_yaml(spec);
   auto back = job_spec_from_wire(yaml, "wire");
@@ -229,8 +234,8 @@ metrics: {group_by: 1}
 // A job named "a: b" with 200 train batches once ran as the default job on the cluster: the spec
 // crossed the wire unquoted. Every string must survive, and the wire check must hold.
 TEST_CASE("strings YAML would misread survive the wire: names, paths") {
-  for (std::string name : {"a: b", "{x", "run #7", "[list]", "- dash", "quote \" and ' both",
-                           "", "yes", "null", "~", "colon:", "tab\there", "ünïcode"}) {
+  for (std::string name : {"a: b", "{x", "run #7", "[list]", "- dash", "quote \" and ' both", "",
+                           "yes", "null", "~", "colon:", "tab\there", "ünïcode"}) {
     CAPTURE(name);
     auto spec = job_spec_defaults();
     spec.name = name;
@@ -257,11 +262,13 @@ TEST_CASE("a spec that is not the canonical text of itself is refused on arrival
   CHECK(error_text(r.error()).find("does not read back") != std::string::npos);
 }
 
-TEST_CASE("the job's timing section sets the job knobs, travels in the YAML, and refuses unknown keys") {
+TEST_CASE(
+  "the job's timing section sets the job knobs, travels in the YAML, and refuses unknown keys") {
   auto spec = job_spec_defaults();
   CHECK(spec.timing.spawn_timeout_ms == 120000);  // spec/knobs.hpp defaults
-  REQUIRE(job_spec_load_text("timing: {replan_delay_ms: 0, hold_timeout_ms: 2500}\n", "j.yaml",
-                             spec) == caf::none);
+  REQUIRE(
+    job_spec_load_text("timing: {replan_delay_ms: 0, hold_timeout_ms: 2500}\n", "j.yaml", spec)
+    == caf::none);
   CHECK(spec.timing.replan_delay_ms == 0);
   CHECK(spec.timing.hold_timeout_ms == 2500);
   auto again = job_spec_defaults();  // what a node agent parses
@@ -270,12 +277,14 @@ TEST_CASE("the job's timing section sets the job knobs, travels in the YAML, and
   CHECK(again.timing.replan_delay_ms == 0);
   CHECK(load_error("timing: {hold_timeout: 5}\n").find("unknown key 'timing.hold_timeout'")
         != std::string::npos);
-  CHECK(load_error("timing: {spawn_timeout_ms: 0}\n").find("timing.spawn_timeout_ms") != std::string::npos);
+  CHECK(load_error("timing: {spawn_timeout_ms: 0}\n").find("timing.spawn_timeout_ms")
+        != std::string::npos);
 }
 
 TEST_CASE("data.crosses: set from a file or by flag text, checked with the data, and on the wire") {
   auto spec = job_spec_defaults();
-  REQUIRE(job_spec_load_text("data:\n  crosses: [[0, 1], [2, 3, 4]]\n", "job.yaml", spec) == caf::none);
+  REQUIRE(job_spec_load_text("data:\n  crosses: [[0, 1], [2, 3, 4]]\n", "job.yaml", spec)
+          == caf::none);
   CHECK(spec.data.crosses == feature_crosses{{0, 1}, {2, 3, 4}});
   REQUIRE_FALSE(job_spec_finalize(spec));
   CHECK(spec.model.network.slots == 8 + 2);  // the synthetic data's 8 slots and one per cross
@@ -301,7 +310,8 @@ TEST_CASE("data.crosses: bad crosses are errors naming the key and what was expe
         != std::string::npos);
   CHECK(load_error("data: {crosses: [[0, x]]}").find("data.crosses: expected a list of crosses")
         != std::string::npos);
-  CHECK(load_error("data: {crosses: [[0, [1]]]}").find("data.crosses: expected") != std::string::npos);
+  CHECK(load_error("data: {crosses: [[0, [1]]]}").find("data.crosses: expected")
+        != std::string::npos);
   auto finalize_error = [](const std::string& yaml) {
     auto spec = job_spec_defaults();
     REQUIRE(job_spec_load_text(yaml, "job.yaml", spec) == caf::none);
@@ -309,11 +319,14 @@ TEST_CASE("data.crosses: bad crosses are errors naming the key and what was expe
     return err ? error_text(err) : std::string{};
   };
   CHECK(finalize_error("data: {crosses: [[0, 1]]}").empty());
-  CHECK(finalize_error("data: {crosses: [[0]]}").find("data.crosses[0] [0]: expected 2 or more slots")
+  CHECK(
+    finalize_error("data: {crosses: [[0]]}").find("data.crosses[0] [0]: expected 2 or more slots")
+    != std::string::npos);
+  CHECK(finalize_error("data: {crosses: [[0, 8]]}").find("expected slots in [0, 8)")
         != std::string::npos);
-  CHECK(finalize_error("data: {crosses: [[0, 8]]}").find("expected slots in [0, 8)") != std::string::npos);
   CHECK(finalize_error("data: {crosses: [[3, 3]]}").find("distinct slots") != std::string::npos);
-  CHECK(finalize_error("data: {crosses: [[0, 1], [1, 0]]}").find("crossed once") != std::string::npos);
+  CHECK(finalize_error("data: {crosses: [[0, 1], [1, 0]]}").find("crossed once")
+        != std::string::npos);
   CHECK(finalize_error("data: {synthetic: {slots: 3}, crosses: [[0, 3]]}").find("[0, 3)")
         != std::string::npos);
 }

@@ -56,27 +56,35 @@ TEST_CASE("the shipped manifests load") {
 }
 
 TEST_CASE("bad manifests name the line and the field") {
-  auto e = load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
-                      "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: lots}}\n");
+  auto e = load_error(
+    "cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
+    "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: lots}}\n");
   CHECK(e.find("m.yaml:4:") != std::string::npos);
-  CHECK(e.find("nodes[0].resources.memory: expected a size such as 64GiB or 12TB (at most 1EiB), got 'lots'")
-        != std::string::npos);
+  CHECK(
+    e.find(
+      "nodes[0].resources.memory: expected a size such as 64GiB or 12TB (at most 1EiB), got 'lots'")
+    != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
                    "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: 1GB}, zone: b}\n")
-          .find("unknown key 'nodes[0].zone'") != std::string::npos);
+          .find("unknown key 'nodes[0].zone'")
+        != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 99999, status_port: 2}\nnodes: []\n")
-          .find("head.port: expected an integer in [1, 65535], got '99999'") != std::string::npos);
-  CHECK(load_error("head: {host: h, port: 1, status_port: 2}\nnodes: []\n")
-          .find("cluster: missing") != std::string::npos);
+          .find("head.port: expected an integer in [1, 65535], got '99999'")
+        != std::string::npos);
+  CHECK(load_error("head: {host: h, port: 1, status_port: 2}\nnodes: []\n").find("cluster: missing")
+        != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes: []\n")
-          .find("nodes: expected a non-empty list") != std::string::npos);
+          .find("nodes: expected a non-empty list")
+        != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
                    "  - {name: a, host: h, port: 3, resources: {cores: 2, memory: 1GB}}\n"
                    "  - {name: a, host: h, port: 4, resources: {cores: 2, memory: 1GB}}\n")
-          .find("node name 'a' appears twice") != std::string::npos);
+          .find("node name 'a' appears twice")
+        != std::string::npos);
   CHECK(load_error("cluster: x\nhead: {host: h, port: 1, status_port: 2}\nnodes:\n"
                    "  - {name: a, host: h, port: 2, resources: {cores: 2, memory: 1GB}}\n")
-          .find("already taken") != std::string::npos);
+          .find("already taken")
+        != std::string::npos);
   CHECK(load_error("cluster: [x\n").find("not valid YAML") != std::string::npos);
 }
 
@@ -96,25 +104,29 @@ TEST_CASE("the manifest's timing section sets the cluster knobs - bad or unknown
   REQUIRE(manifest_load_text(good, "m.yaml", m) == caf::none);
   CHECK(m.timing.heartbeat_interval_ms == 1000);  // spec/knobs.hpp defaults
   CHECK(m.timing.heartbeat_timeout_ms == 5000);
-  auto timed = std::string(good) + "timing: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 900}\n";
+  auto timed =
+    std::string(good) + "timing: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 900}\n";
   manifest t;
   auto err = manifest_load_text(timed, "m.yaml", t);
   REQUIRE_MESSAGE(!err, error_text(err));
   CHECK(t.timing.heartbeat_interval_ms == 200);
   CHECK(t.timing.heartbeat_timeout_ms == 900);
   CHECK(t.timing.admin_tick_ms == 500);
-  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval: 200}\n")
-          .find("unknown key") != std::string::npos);
+  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval: 200}\n").find("unknown key")
+        != std::string::npos);
   CHECK(load_error(std::string(good) + "timing: {heartbeat_timeout_ms: 0}\n")
-          .find("timing.heartbeat_timeout_ms: expected an integer") != std::string::npos);
-  CHECK(load_error(std::string(good) + "timing: {heartbeat_interval_ms: 5000, heartbeat_timeout_ms: 5000}\n")
-          .find("must exceed timing.heartbeat_interval_ms") != std::string::npos);
+          .find("timing.heartbeat_timeout_ms: expected an integer")
+        != std::string::npos);
+  CHECK(load_error(std::string(good)
+                   + "timing: {heartbeat_interval_ms: 5000, heartbeat_timeout_ms: 5000}\n")
+          .find("must exceed timing.heartbeat_interval_ms")
+        != std::string::npos);
 }
 
 TEST_CASE("security, bind and the cluster name") {
   manifest m;
-  auto err = manifest_load_text(std::string(good) + "security: {tls: off, max_frame_bytes: 64MiB}\n",
-                                "m.yaml", m);
+  auto err = manifest_load_text(
+    std::string(good) + "security: {tls: off, max_frame_bytes: 64MiB}\n", "m.yaml", m);
   REQUIRE_MESSAGE(!err, error_text(err));
   CHECK(m.security.tls == tls_mode::off);
   CHECK(m.security.max_frame_bytes == 64ULL << 20);
@@ -126,9 +138,11 @@ TEST_CASE("security, bind and the cluster name") {
   REQUIRE(!manifest_load_text(with_bind, "m.yaml", m));
   CHECK(listen_address(m.head.host, m.head.bind) == "0.0.0.0");
   CHECK(load_error(std::string(good) + "security: {tls: maybe}\n")
-          .find("security.tls: expected 'required' or 'off'") != std::string::npos);
+          .find("security.tls: expected 'required' or 'off'")
+        != std::string::npos);
   CHECK(load_error(std::string(good) + "security: {max_frame_bytes: 10}\n")
-          .find("security.max_frame_bytes") != std::string::npos);
+          .find("security.max_frame_bytes")
+        != std::string::npos);
   std::string hostile = good;
   hostile.replace(0, 13, "cluster: ../../victim");
   CHECK(load_error(hostile).find("no path separators") != std::string::npos);
