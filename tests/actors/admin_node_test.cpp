@@ -35,6 +35,17 @@ struct scratch_dir {
   ~scratch_dir() { fs::remove_all(path); }
 };
 
+// A cluster "t" of one node, n0.
+manifest one_node_manifest() {
+  manifest m;
+  REQUIRE_FALSE(
+    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
+                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
+                       "resources: {cores: 2, memory: 4GiB}}\n",
+                       "test", m));
+  return m;
+}
+
 std::string read_all(const std::string& p) {
   std::ifstream in(p);
   std::stringstream ss;
@@ -84,12 +95,7 @@ TEST_CASE("admin: a queued job whose stored spec does not load fails with the re
                            {"spec_yaml", "training: {train_batches: lots}\n"}});
   table["next_id"] = 2;
   std::ofstream(dir.path / "jobs.json") << table.dump();
-  manifest m;
-  REQUIRE_FALSE(
-    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
-                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
-                       "resources: {cores: 2, memory: 4GiB}}\n",
-                       "test", m));
+  manifest m = one_node_manifest();
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -268,12 +274,7 @@ TEST_CASE(
 
 // Issue 42: refusals are typed (admin_refusal from the error's code), not told by their text.
 TEST_CASE("admin: refusals are typed - a wrong token is unauthorized, a missing job a conflict") {
-  manifest m;
-  REQUIRE_FALSE(
-    manifest_load_text("cluster: t\nhead: {host: 127.0.0.1, port: 1, status_port: 2}\n"
-                       "nodes:\n  - {name: n0, host: 127.0.0.1, port: 3, "
-                       "resources: {cores: 2, memory: 4GiB}}\n",
-                       "test", m));
+  manifest m = one_node_manifest();
   satrap_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
