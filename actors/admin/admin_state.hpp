@@ -5,7 +5,7 @@
 
 #include "actors/admin/admin.hpp"
 #include "actors/peer_guard.hpp"
-#include "runtime/job_history.hpp"
+#include "actors/admin/job_history.hpp"
 #include "spec/placement.hpp"
 
 #include <chrono>

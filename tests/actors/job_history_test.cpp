@@ -1,5 +1,5 @@
 // job_history: the bounded progress series behind the dashboard's plots.
-#include "runtime/job_history.hpp"
+#include "actors/admin/job_history.hpp"
 
 #include <doctest/doctest.h>
 

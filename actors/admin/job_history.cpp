@@ -1,4 +1,4 @@
-#include "runtime/job_history.hpp"
+#include "actors/admin/job_history.hpp"
 
 #include <algorithm>
 
