@@ -210,8 +210,7 @@ int train_command::run() {
   auto threads = threads_ > 0 ? threads_ : static_cast<int>(std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", std::max(threads, 1));
   caf::actor_system sys{cfg};
-  job_supervisor_config jc;
-  jc.spec = spec;
+  std::string final_snapshot_dir;  // with --export: where the final model's rows go first
   if (!export_.empty()) {
     std::error_code ec;
     if (std::filesystem::exists(export_, ec) && !std::filesystem::is_empty(export_, ec)) {
@@ -219,9 +218,9 @@ int train_command::run() {
       return 2;
     }
     // The final model's rows go to a scratch snapshot beside the export, removed afterwards.
-    jc.final_snapshot_dir =
+    final_snapshot_dir =
       std::filesystem::absolute(export_).lexically_normal().string() + ".rows.tmp";
-    std::filesystem::remove_all(jc.final_snapshot_dir, ec);
+    std::filesystem::remove_all(final_snapshot_dir, ec);
   }
   bool tty = isatty(STDERR_FILENO) != 0;
   // The job runs under an admin of its own (actors/admin/admin.hpp, admin_embedded): its /status,
@@ -234,7 +233,7 @@ int train_command::run() {
   ac.token = env_token && *env_token ? env_token : random_token();
   ac.embedded.on = true;
   ac.embedded.read_only = !(env_token && *env_token);
-  ac.embedded.configure = [dir = jc.final_snapshot_dir](job_supervisor_config& c) {
+  ac.embedded.configure = [dir = final_snapshot_dir](job_supervisor_config& c) {
     c.final_snapshot_dir = dir;
   };
   ac.embedded.on_progress = [tty](const job_progress& p) {
@@ -249,7 +248,8 @@ int train_command::run() {
                             const http_request& req) { return admin_http(sys, admin, o, req); });
     if (!why.empty()) {
       std::cerr << "satrap train: --status-port " << status_port_ << ": " << why << "\n";
-      caf::scoped_actor { sys } -> send_exit(admin, caf::exit_reason::user_shutdown);
+      caf::scoped_actor stopper{sys};
+      stopper->send_exit(admin, caf::exit_reason::user_shutdown);
       return 1;
     }
     spdlog::info("status_endpoint url=http://{}:{}/", status_host_, status_port_);
@@ -266,7 +266,7 @@ int train_command::run() {
         if (!test_scores_.empty())
           exit_status = write_test_scores(test_scores_, r);
         if (exit_status == 0 && !export_.empty())
-          exit_status = export_final(spec, r, jc.final_snapshot_dir);
+          exit_status = export_final(spec, r, final_snapshot_dir);
       },
       [&](caf::error& e) {
         if (tty)
