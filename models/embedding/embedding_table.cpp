@@ -180,7 +180,7 @@ template <class Index, class Resolve, class Finish>
 void run_pipeline(std::span<const uint64_t> ids, size_t distance, Index& index, Resolve&& resolve,
                   Finish&& finish) {
   constexpr bool touch = !std::is_const_v<Index>;  // lookups and updates set the CLOCK bit
-  SATRAP_ASSERT(distance <= pipeline_max);
+  SATRAP_DEBUG_ASSERT(distance <= pipeline_max);
   // A power-of-two ring (a mask, not a division) holding positions b-3d .. b+d; finished entries
   // are reset to npos, so `in_flight` names exactly the rows still in flight (`more` marks an id
   // between stages 2 and 3, and is never a row).

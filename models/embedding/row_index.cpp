@@ -48,7 +48,7 @@ void row_index::clear() {
 }
 
 void row_index::insert(uint64_t id, uint64_t hash, uint32_t row, bool referenced) {
-  SATRAP_ASSERT(row != npos);
+  SATRAP_DEBUG_ASSERT(row != npos);
   SATRAP_DEBUG_ASSERT(find(id, hash) == npos);
   if (static_cast<double>(size_ + 1) > max_load * static_cast<double>(slots())) {
     rehash(buckets_n_ + buckets_n_ / 2);
