@@ -155,6 +155,8 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
        {std::pair{&spec.checkpoint.dir, &ckpt}, {&spec.checkpoint.resume_from, &resume}})
     if (*d != *before && !d->empty() && std::filesystem::path(*d).is_relative())
       *d = (folder / *d).lexically_normal().string();
+  if (auto& f = spec.model.file; !f.empty() && std::filesystem::path(f).is_relative())
+    f = (folder / f).lexically_normal().string();
   auto& history = spec.training.history_file;
   if (!history.empty() && std::filesystem::path(history).is_relative())
     history = (folder / history).lexically_normal().string();

@@ -32,6 +32,7 @@ struct model_spec {
   pooling pool = pooling::sum;  // how a bag of ids becomes one vector
   dense_optimizer_options dense;  // dense optimizer (synchronous, all-reduced)
   embedding_options embedding;    // sparse optimizer and initialiser; dim follows network.dim
+  std::string file;  // model.type torchscript: the module's file (its bytes: network.torchscript)
 };
 
 // Where a job's batches come from: the synthetic teacher, or files of one format.

@@ -1,17 +1,45 @@
 // The model.* keys of the job spec: the dense network, the dense optimizer and its schedule, the
 // embedding tables and their sparse optimizer. Their rows in the key table and the checks of the
 // keys taken together. (See job_spec_fields.hpp for how the job spec's files are laid out.)
+#include "models/dense/torchscript.hpp"
 #include "models/reference_trainer.hpp"
+#include "runtime/base64.hpp"
+#include "runtime/text_file.hpp"
 #include "spec/job_spec_fields.hpp"
 
 namespace satrap::job_spec_detail {
 
 std::vector<job_field> model_fields() {
   return {
-    SATRAP_ENUM_FIELD("model.type", "model", "dense model", model.network.type,
-                      {"dlrm", dense_model_type::dlrm}, {"dcn_v2", dense_model_type::dcn_v2},
-                      {"deepfm", dense_model_type::deepfm},
-                      {"wide_deep", dense_model_type::wide_deep}),
+    SATRAP_ENUM_FIELD(
+      "model.type", "model", "dense model", model.network.type, {"dlrm", dense_model_type::dlrm},
+      {"dcn_v2", dense_model_type::dcn_v2}, {"deepfm", dense_model_type::deepfm},
+      {"wide_deep", dense_model_type::wide_deep}, {"torchscript", dense_model_type::torchscript}),
+    SATRAP_STRING_FIELD("model.file", "model-file",
+                        "torchscript: the module's file, from torch.jit.script(m).save(path)",
+                        model.file),
+    // The module's bytes, read from model.file when the job is read: the job's text carries them
+    // to every node (a node has no copy of the file). Not for a user to set.
+    job_field{
+      "model.module", "", "torchscript: the module file's bytes (base64; set from model.file)",
+      [](job_spec& s, const std::string& t) -> std::string {
+        if (t.empty()) {
+          s.model.network.torchscript.reset();
+          return "";
+        }
+        if (t.size() > torchscript_archive_bytes_max / 3 * 4 + 4)
+          return "at most " + std::to_string(torchscript_archive_bytes_max >> 20)
+                 + " MiB of module";
+        auto bytes = base64_decode(t);
+        if (!bytes)
+          return "base64 text (this key is written by satrap from model.file)";
+        s.model.network.torchscript = std::make_shared<const std::string>(std::move(*bytes));
+        return "";
+      },
+      [](const job_spec& s) {
+        auto& m = s.model.network.torchscript;
+        return m ? base64_encode(*m) : std::string{};
+      }},
     SATRAP_INT_FIELD("model.dim", "dim", "embedding size (= bottom MLP output)", model.network.dim,
                      1, 4096),
     SATRAP_SIZES_FIELD("model.bottom", "bottom", "bottom MLP hidden sizes", model.network.bottom),
@@ -140,6 +168,44 @@ std::vector<job_field> model_fields() {
   };
 }
 
+namespace {
+
+// model.type torchscript: the module read from model.file (unless the job's text carried it) and
+// checked against the data's shapes with one dry forward; the planner's parameter count from it.
+caf::error torchscript_finalize(job_spec& spec) {
+  auto& net = spec.model.network;
+  if (!net.torchscript) {
+    if (spec.model.file.empty())
+      return bad_spec(
+        "model.file: model.type torchscript needs the module's file (--model-file PATH), made "
+        "with torch.jit.script(module).save(PATH); see README \"Your model\"");
+    auto bytes =
+      read_text_file(spec.model.file, torchscript_archive_bytes_max, "TorchScript model file");
+    if (!bytes)
+      return bad_spec("model.file: " + caf::to_string(bytes.error()));
+    net.torchscript = std::make_shared<const std::string>(std::move(*bytes));
+  }
+  net.torchscript_file = spec.model.file;
+  if (spec.training.device == dense_device::cuda)
+    return bad_spec(
+      "training.device cuda: model.type torchscript runs on the CPU in this build (Debian's "
+      "libtorch has no CUDA); expected training.device cpu");
+  if (net.precision != dense_precision::fp32)
+    return bad_spec("model.precision: model.type torchscript computes in fp32; expected fp32");
+  auto plugin = torchscript_plugin();
+  if (!plugin)
+    return bad_spec(plugin.error());
+  auto info =
+    (*plugin)->inspect(*net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
+                       torchscript_contract{net.dense_features, net.slots, net.dim});
+  if (!info)
+    return bad_spec("model.file " + info.error());
+  net.torchscript_params = info->params;
+  return caf::none;
+}
+
+}  // namespace
+
 // Runs after data_finalize has set the network's slots and dense features from the data.
 caf::error model_finalize(job_spec& spec) {
   auto& net = spec.model.network;
@@ -159,6 +225,14 @@ caf::error model_finalize(job_spec& spec) {
   if (cuda && !set("model.dense_optimizer.ema_decay")
       && spec.model.dense.ema_decay == default_job_dense().ema_decay)
     spec.model.dense.ema_decay = 0.0f;
+  if (net.type == dense_model_type::torchscript) {
+    if (auto err = torchscript_finalize(spec))
+      return err;
+  } else if (!spec.model.file.empty()) {
+    return bad_spec("model.file: " + spec.model.file + " is given but model.type is "
+                    + dense_model_type_name(net.type)
+                    + "; expected model.type torchscript (--model-type torchscript) with a file");
+  }
   if (net.type == dense_model_type::dlrm && net.dropout > 0.0f && net.top.empty())
     return bad_spec(
       "model.dropout: the top MLP has no hidden layers to drop (model.top is []); give "

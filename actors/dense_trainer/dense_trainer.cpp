@@ -160,6 +160,13 @@ caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_confi
     return make_error(errc::invalid_config, std::string("model.precision ")
                                               + dense_precision_name(c.model.precision)
                                               + ": the CPU dense path computes in fp32 only");
+  if (!c.cuda && c.model.type == dense_model_type::torchscript) {
+    // libtorch's own intra-op threads, blas_threads of them (torchscript.hpp).
+    auto m = make_dense_model_checked(c.model, c.seed, c.blas_threads);
+    if (!m)
+      return make_error(errc::invalid_config, m.error());
+    return std::move(*m);
+  }
   if (!c.cuda)  // splits each step's batch over blas_threads threads (batch_split.hpp)
     return make_cpu_dense_model(c.model, c.seed, c.blas_threads);
 #ifdef SATRAP_HAVE_CUDA

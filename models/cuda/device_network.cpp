@@ -16,6 +16,7 @@ result<std::unique_ptr<device_network>> make_device_network(const dense_model_co
     case dense_model_type::dcn_v2: return make_device_dcn_v2(c);
     case dense_model_type::deepfm: return make_device_deepfm(c);
     case dense_model_type::wide_deep: return make_device_wide_deep(c);
+    case dense_model_type::torchscript: break;  // a PyTorch module runs in libtorch
   }
   return make_model_error(std::string("the CUDA path has no model type '")
                           + dense_model_type_name(c.type) + "'");

@@ -1,6 +1,7 @@
 #include "models/dense/model_zoo.hpp"
 
 #include "models/dense/param_blocks.hpp"
+#include "models/dense/torchscript.hpp"
 
 namespace satrap {
 
@@ -10,6 +11,7 @@ const char* dense_model_type_name(dense_model_type type) {
     case dense_model_type::dcn_v2: return "dcn_v2";
     case dense_model_type::deepfm: return "deepfm";
     case dense_model_type::wide_deep: return "wide_deep";
+    case dense_model_type::torchscript: return "torchscript";
   }
   return "?";
 }
@@ -23,8 +25,27 @@ const char* dense_precision_name(dense_precision p) {
   return "?";
 }
 
+result<std::unique_ptr<dense_model>> make_dense_model_checked(const dense_model_config& config,
+                                                              uint64_t seed, int threads) {
+  if (config.type != dense_model_type::torchscript)
+    return make_dense_model(config, seed);
+  if (!config.torchscript)
+    return make_model_error("model.type torchscript: no module (model.file) was read");
+  auto plugin = torchscript_plugin();
+  if (!plugin)
+    return plugin.failure();
+  return (*plugin)->make(config.torchscript,
+                         torchscript_contract{config.dense_features, config.slots, config.dim},
+                         threads, seed);
+}
+
 std::unique_ptr<dense_model> make_dense_model(const dense_model_config& config, uint64_t seed) {
   switch (config.type) {
+    case dense_model_type::torchscript: {
+      auto m = make_dense_model_checked(config, seed);
+      SATRAP_ASSERT(m.ok(), "{}", m.ok() ? "" : m.error());
+      return std::move(*m);
+    }
     case dense_model_type::dlrm: return make_dlrm(config, seed);
     case dense_model_type::dcn_v2: return make_dcn_v2(config, seed);
     case dense_model_type::deepfm: return make_deepfm(config, seed);
@@ -34,6 +55,8 @@ std::unique_ptr<dense_model> make_dense_model(const dense_model_config& config, 
 }
 
 uint64_t dense_model_param_count(const dense_model_config& c) {
+  if (c.type == dense_model_type::torchscript)
+    return c.torchscript_params;
   uint64_t total = 0;
   for (auto& b : dense_model_blocks(c))
     total += mlp(b.in, b.sizes, false).param_count();

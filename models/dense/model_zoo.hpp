@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "models/dense/dense_model.hpp"
+#include "models/result.hpp"
 
 namespace satrap {
 
-enum class dense_model_type { dlrm, dcn_v2, deepfm, wide_deep };
+// torchscript: the user's PyTorch module (models/dense/torchscript.hpp), loaded from model.file.
+enum class dense_model_type { dlrm, dcn_v2, deepfm, wide_deep, torchscript };
 
 // DLRM's interaction: dot = [x, pairwise dots]; cat = [x, e_1..e_slots] (no dots); dot_cat =
 // [x, pairwise dots, e_1..e_slots] (the raw field embeddings beside the dots).
@@ -39,18 +41,28 @@ struct dense_model_config {
   dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
   float dropout = 0.0f;  // DLRM: dropout on the top MLP's hidden layers while training
   dense_precision precision = dense_precision::fp32;  // GEMM inputs (GPU only; see above)
+  // torchscript: the archive's bytes (read once with the job; shared, never copied), where they
+  // came from (messages), and its parameter count from the load check.
+  std::shared_ptr<const std::string> torchscript;
+  std::string torchscript_file;
+  uint64_t torchscript_params = 0;
 };
 
 // The DLRM top MLP's input size for this config.
 int dlrm_top_input(const dense_model_config& config);
 
-// "dlrm", "dcn_v2", "deepfm", "wide_deep".
+// "dlrm", "dcn_v2", "deepfm", "wide_deep", "torchscript".
 const char* dense_model_type_name(dense_model_type type);
 
-// Parameters start like PyTorch's nn.Linear (uniform +-1/sqrt(fan_in)), deterministic in seed.
+// Parameters start like PyTorch's nn.Linear (uniform +-1/sqrt(fan_in)), deterministic in seed
+// (torchscript: as the archive's). A torchscript config whose module cannot be made (checked when
+// the job was read) is a failed assertion here; make_dense_model_checked says why instead.
 // The flat parameter vector is the bottom MLP first, then the model's own parts (see each maker);
 // every linear layer is W (out x in, row-major) then b.
 std::unique_ptr<dense_model> make_dense_model(const dense_model_config& config, uint64_t seed);
+
+result<std::unique_ptr<dense_model>> make_dense_model_checked(const dense_model_config& config,
+                                                              uint64_t seed, int threads = 1);
 
 // make_dense_model(config, s)->params().size(), without building the model.
 uint64_t dense_model_param_count(const dense_model_config& config);

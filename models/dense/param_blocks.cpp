@@ -22,6 +22,7 @@ std::vector<mlp_block> dense_model_blocks(const dense_model_config& config) {
     case dense_model_type::dcn_v2: return dcn_v2_blocks(config);
     case dense_model_type::deepfm: return deepfm_blocks(config);
     case dense_model_type::wide_deep: return wide_deep_blocks(config);
+    case dense_model_type::torchscript: return {};  // the module's own layout
   }
   return {};
 }

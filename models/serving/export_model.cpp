@@ -1,6 +1,7 @@
 // export_model: writes a model folder (exported_model.hpp) from a finalised network's dense
 // parameters and an embedding snapshot chain, the manifest last.
 #include "models/serving/model_folder.hpp"
+#include "models/dense/torchscript.hpp"
 
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/embedding/embedding_table.hpp"
@@ -138,6 +139,22 @@ result<uint64_t> export_model(const std::string& out, const exported_model_meta&
                   {"params", dense_params.size()},
                   {"bytes", done->bytes},
                   {"checksum", done->checksum}};
+  }
+  if (meta.network.type == dense_model_type::torchscript) {
+    // The module as trained (its parameters replaced by dense.bin's), loadable by torch.jit.load
+    // as it is; serving reads it back with dense.bin's parameters.
+    if (!meta.network.torchscript)
+      return make_model_error("export: model.type torchscript without its module");
+    auto plugin = torchscript_plugin();
+    if (!plugin)
+      return make_model_error(plugin.error());
+    auto trained =
+      (*plugin)->with_params(*meta.network.torchscript, dense_params.data(), dense_params.size());
+    if (!trained)
+      return make_model_error("export: " + trained.error());
+    if (auto w = write_text_atomic(dir / "module.pt", *trained); !w)
+      return make_model_error(w.error());
+    j["module"] = {{"name", "module.pt"}, {"bytes", trained->size()}};
   }
   uint64_t rows = 0;
   j["files"] = nlohmann::json::array();

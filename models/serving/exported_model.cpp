@@ -36,6 +36,23 @@ result<std::shared_ptr<const exported_model>> exported_model::open(const std::st
     m->meta_.job_yaml = ss.str();
   }
   try {
+    if (m->meta_.network.type == dense_model_type::torchscript) {
+      auto& mod = j.value().at("module");
+      auto path = (fs::path(dir) / mod.at("name").get<std::string>()).string();
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof())
+        return make_model_error(path + ": cannot read the model's TorchScript module");
+      if (bytes.size() != mod.at("bytes").get<uint64_t>())
+        return make_model_error(path + ": " + std::to_string(bytes.size())
+                                + " bytes, MODEL.json says " + mod.at("bytes").dump()
+                                + " (a damaged or unfinished export)");
+      m->meta_.network.torchscript = std::make_shared<const std::string>(std::move(bytes));
+      m->meta_.network.torchscript_file = path;
+      auto net = make_dense_model_checked(m->meta_.network, 0);  // libtorch present, module fits
+      if (!net)
+        return make_model_error(path + ": " + net.error());
+    }
     auto& d = j.value().at("dense");
     auto f = mapped_file::open((fs::path(dir) / d.at("name").get<std::string>()).string(),
                                d.at("bytes").get<uint64_t>(), d.at("checksum").get<uint64_t>());

@@ -49,7 +49,8 @@ nlohmann::json meta_json(const exported_model_meta& m) {
       {"bottom", n.bottom},
       {"top", n.top},
       {"cross_layers", n.cross_layers},
-      {"interaction", interaction_name(n.interaction)}}},
+      {"interaction", interaction_name(n.interaction)},
+      {"params", dense_model_param_count(n)}}},
     {"pooling", pooling_name(m.pool)},
     {"embedding",
      {{"dim", m.embedding.dim},
@@ -76,7 +77,7 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     auto type = n.at("type").get<std::string>();
     bool known = false;
     for (auto t : {dense_model_type::dlrm, dense_model_type::dcn_v2, dense_model_type::deepfm,
-                   dense_model_type::wide_deep})
+                   dense_model_type::wide_deep, dense_model_type::torchscript})
       if (type == dense_model_type_name(t)) {
         m.network.type = t;
         known = true;
@@ -89,6 +90,8 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     m.network.bottom = n.at("bottom").get<std::vector<int>>();
     m.network.top = n.at("top").get<std::vector<int>>();
     m.network.cross_layers = n.at("cross_layers").get<int>();
+    if (m.network.type == dense_model_type::torchscript)  // the module itself: module.pt
+      m.network.torchscript_params = n.at("params").get<uint64_t>();
     if (n.contains("interaction")) {  // exports from before the interaction key are dot
       auto inter = n.at("interaction").get<std::string>();
       bool found = false;

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""model.type torchscript through the command (label `torch`): a PyTorch module trained embedded
+by satrap, exported, predicted and served with parity; each contract breach refused with exit 2
+before any actor starts; a checkpoint resume bit-exact at staleness 0; early stopping restoring
+the best module. Real processes on loopback (port 5391), cleaned up on exit.
+
+usage: torchscript_job.py SATRAP MODULES_DIR WORKDIR SCENARIO
+  SCENARIO: train_export_serve | contract | resume | early_stopping"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SATRAP, MODULES, WORK, SCENARIO = sys.argv[1:5]
+PORT = 5391
+procs = []
+
+
+def cleanup(*_):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+signal.signal(signal.SIGTERM, lambda *a: (cleanup(), sys.exit(1)))
+
+
+def run(*args, check=True):
+    r = subprocess.run([SATRAP, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit("FAILED: satrap %s\nstdout:\n%s\nstderr:\n%s" % (" ".join(args), r.stdout, r.stderr))
+    return r
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def scores(path):
+    return [float(l.split("\t")[-1]) for l in open(path) if l.strip()]
+
+
+def module(name):
+    return os.path.join(MODULES, name)
+
+
+def job(name, body):
+    path = os.path.join(WORK, name + ".yaml")
+    with open(path, "w") as f:
+        f.write("name: %s\n%s" % (name, body))
+    return path
+
+
+TINY = ("data:\n  synthetic: {slots: 4, vocab: 2000}\n"
+        "training: {batch_size: 64, train_batches: 40, test_batches: 4, staleness: 1}\n"
+        "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 2}\n")
+
+
+def train_export_serve():
+    # Each example trains the tiny job on 2 trainers (their test batches interleave: the export's
+    # scores equal theirs only if both replicas hold the same module after every all-reduce).
+    for name in ("dlrm_s4.pt", "dcn_v2_s4.pt", "attention_s4.pt"):
+        j = job("ts", "model: {type: torchscript, file: %s}\n" % module(name) + TINY)
+        m = os.path.join(WORK, "model-" + name)
+        shutil.rmtree(m, ignore_errors=True)
+        s = os.path.join(WORK, "scores-" + name + ".tsv")
+        tr = last_json(run("train", "--job", j, "--json", "--export", m, "--test-scores", s).stdout)
+        assert tr["samples"] == 2560 and 0.55 < tr["test_auc"] <= 1, (name, tr)
+        assert os.path.getsize(os.path.join(m, "module.pt")) > 0
+        o = os.path.join(WORK, "predict-" + name + ".tsv")
+        p = last_json(run("predict", "--model", m, "--out", o, "--json").stdout)
+        a, b = scores(s), scores(o)
+        assert len(a) == len(b) == 256, (len(a), len(b))
+        worst = max(abs(x - y) for x, y in zip(a, b))
+        assert worst <= 1e-6 and abs(p["auc"] - tr["test_auc"]) <= 1e-6, (name, worst, p, tr)
+        print("%s: test_auc %.4f, predict auc %.6f, max |score diff| %.2g"
+              % (name, tr["test_auc"], p["auc"], worst))
+    # The exported module.pt is the trained module: torch loads it (checked when this python has
+    # torch) and it scores as satrap does is covered by tests/torch/torchscript_test.cpp.
+    # Serve the last model: a request's score equals predict's.
+    inst = os.path.join(WORK, "inst.jsonl")
+    out = os.path.join(WORK, "inst-scores.tsv")
+    with open(inst, "w") as f:
+        for k in range(20):
+            f.write(json.dumps({"dense": [0.1 * ((k + i) % 7) for i in range(13)],
+                                "ids": [[k * 31 + 1], [k + 2, 3], [k * 7], [5]]}) + "\n")
+    run("predict", "--model", m, "--instances", inst, "--out", out)
+    want = scores(out)
+    p = subprocess.Popen([SATRAP, "serve", "--model", m, "--port", str(PORT), "--host", "127.0.0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs.append(p)
+    try:
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        rows = [json.loads(l) for l in open(inst)]
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        c.request("POST", "/v1/models/ts:predict", json.dumps({"instances": rows}),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = json.loads(r.read())
+        assert r.status == 200, body
+        worst = max(abs(x - y) for x, y in zip(body["predictions"], want))
+        assert worst <= 1e-6, worst
+        print("serve: %d instances, max |serve - predict| %.2g" % (len(rows), worst))
+    finally:
+        cleanup()
+
+
+def contract():
+    cases = [
+        ("bad_three_args.pt", "forward takes 3 argument(s)"),
+        ("bad_two_outputs.pt", "forward returned [3, 2]"),
+        ("bad_double.pt", "expected float32"),
+        ("bad_corrupt.pt", "not a TorchScript archive"),
+        ("bad_newer.pt", "made by a newer torch"),
+        ("dlrm_s8.pt", "embeddings [3, 4, 16]"),  # a module for 8 slots, a job with 4
+    ]
+    for name, want in cases:
+        j = job("bad", "model: {type: torchscript, file: %s}\n" % module(name) + TINY)
+        r = run("train", "--job", j, "--log-level", "info", check=False)
+        assert r.returncode == 2, (name, r.returncode, r.stderr)
+        assert want in r.stderr, (name, want, r.stderr)
+        assert "spawn" not in r.stderr, (name, "an actor was spawned", r.stderr)
+        print("%s: exit 2, %s" % (name, r.stderr.strip().splitlines()[-1][:160]))
+    r = run("train", "--model", "torchscript", check=False)
+    assert r.returncode == 2 and "--model-file" in r.stderr, r.stderr
+    r = run("train", "--model", "torchscript", "--model-file", os.path.join(WORK, "none.pt"), check=False)
+    assert r.returncode == 2 and "none.pt" in r.stderr, r.stderr
+    r = run("train", "--model-file", module("dlrm_s4.pt"), check=False)
+    assert r.returncode == 2 and "expected model.type torchscript" in r.stderr, r.stderr
+    print("missing file, missing type: exit 2 with the fix in the message")
+
+
+def resume():
+    # One trainer, staleness 0: deterministic; the resumed run tests exactly as the first.
+    j = job("ts", "model: {type: torchscript, file: %s}\n" % module("dcn_v2_s4.pt") + TINY)
+    flags = ["--staleness", "0", "--trainers", "1"]
+    ck = os.path.join(WORK, "ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    a = last_json(run("train", "--job", j, *flags, "--checkpoint-dir", ck, "--checkpoint-every", "16",
+                      "--json").stdout)
+    b = last_json(run("train", "--job", j, *flags, "--resume", ck, "--json").stdout)
+    assert a["checkpoints"] >= 1 and b["test_auc"] == a["test_auc"], (a, b)
+    print("resume: test_auc %.6f both (checkpoints %d)" % (a["test_auc"], a["checkpoints"]))
+
+
+def early_stopping():
+    # Evaluations every 10 steps, patience 2, a high dense rate: the job stops past its best and
+    # restores the module of its best evaluation; re-evaluated, the restored module scores as it
+    # did then.
+    j = job("ts", "model: {type: torchscript, file: %s, dense_optimizer: {learning_rate: 0.5}}\n"
+            % module("dlrm_s4.pt")
+            + "data:\n  synthetic: {slots: 4, vocab: 2000}\n"
+            "training: {batch_size: 64, train_batches: 400, test_batches: 4, validation_batches: 4,"
+            " eval_every: 10, staleness: 0, early_stopping: {patience: 2}}\n"
+            "placement: {shards: 1, aggregators: 1, loaders: 1, trainers: 1}\n")
+    out = last_json(run("train", "--job", j, "--json").stdout)
+    print("early stopping:", {k: out.get(k) for k in ("steps", "best_step", "validation_auc",
+                                                     "restored_validation_auc", "test_auc")})
+    assert out["best_step"] is not None, out
+    assert abs(out["restored_validation_auc"] - out["validation_auc"]) <= 1e-9, out
+
+
+os.makedirs(WORK, exist_ok=True)
+try:
+    {"train_export_serve": train_export_serve, "contract": contract, "resume": resume,
+     "early_stopping": early_stopping}[SCENARIO]()
+finally:
+    cleanup()
