@@ -182,7 +182,7 @@ caf::error torchscript_finalize(job_spec& spec) {
     auto bytes =
       read_text_file(spec.model.file, torchscript_archive_bytes_max, "TorchScript model file");
     if (!bytes)
-      return bad_spec("model.file: " + caf::to_string(bytes.error()));
+      return bad_spec("model.file: " + error_text(bytes.error()));
     net.torchscript = std::make_shared<const std::string>(std::move(*bytes));
   }
   net.torchscript_file = spec.model.file;

@@ -16,6 +16,7 @@ import sys
 import time
 
 SATRAP, MODULES, WORK, SCENARIO = sys.argv[1:5]
+SATRAP, MODULES, WORK = (os.path.abspath(p) for p in (SATRAP, MODULES, WORK))
 PORT = 5391
 procs = []
 
@@ -83,15 +84,10 @@ def train_export_serve():
         assert worst <= 1e-6 and abs(p["auc"] - tr["test_auc"]) <= 1e-6, (name, worst, p, tr)
         print("%s: test_auc %.4f, predict auc %.6f, max |score diff| %.2g"
               % (name, tr["test_auc"], p["auc"], worst))
-    # The exported module.pt is the trained module: torch loads it (checked when this python has
-    # torch) and it scores as satrap does is covered by tests/torch/torchscript_test.cpp.
+    # That the exported module.pt holds the trained parameters: tests/torch/torchscript_test.cpp.
     # Serve the last model: a request's score equals predict's.
-    inst = os.path.join(WORK, "inst.jsonl")
+    inst = os.path.join(WORK, "inst.jsonl")  # predict writes the test split's instances here
     out = os.path.join(WORK, "inst-scores.tsv")
-    with open(inst, "w") as f:
-        for k in range(20):
-            f.write(json.dumps({"dense": [0.1 * ((k + i) % 7) for i in range(13)],
-                                "ids": [[k * 31 + 1], [k + 2, 3], [k * 7], [5]]}) + "\n")
     run("predict", "--model", m, "--instances", inst, "--out", out)
     want = scores(out)
     p = subprocess.Popen([SATRAP, "serve", "--model", m, "--port", str(PORT), "--host", "127.0.0.1"],
