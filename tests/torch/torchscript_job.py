@@ -5,7 +5,8 @@ before any actor starts; a checkpoint resume bit-exact at staleness 0; early sto
 the best module. Real processes on loopback (port 5391), cleaned up on exit.
 
 usage: torchscript_job.py SATRAP MODULES_DIR WORKDIR SCENARIO
-  SCENARIO: train_export_serve | contract | resume | early_stopping"""
+  SCENARIO: train_export_serve | contract | resume | early_stopping | cluster
+Ports: 5391 (serve), 5380-5389 (the cluster)."""
 import http.client
 import json
 import os
@@ -171,9 +172,48 @@ def early_stopping():
     assert abs(out["restored_validation_auc"] - out["validation_auc"]) <= 1e-9, out
 
 
+def cluster():
+    # The module travels inside the job (model.module) from `satrap submit` to every node of a
+    # 3-node loopback cluster; the job's test AUC equals the embedded run's.
+    base = 5380
+    manifest = os.path.join(WORK, "manifest.yaml")
+    state = os.path.join(WORK, "state")
+    shutil.rmtree(state, ignore_errors=True)
+    with open(manifest, "w") as f:
+        f.write("cluster: torch-%d\nhead: {host: 127.0.0.1, port: %d, status_port: %d}\n"
+                "nodes:\n  - name: node-{i}\n    count: 3\n    host: 127.0.0.1\n    port: %d\n"
+                "    resources: {cores: 2, memory: 4GiB, gpus: 0}\n" % (os.getpid(), base, base + 9, base + 1))
+    body = ("model: {type: torchscript, file: %s}\n" % module("dcn_v2_s4.pt")
+            + "data:\n  synthetic: {slots: 4, vocab: 2000}\n"
+            "training: {batch_size: 64, train_batches: 120, test_batches: 8, staleness: 1}\n"
+            "placement: {shards: 2, aggregators: 2, loaders: 2, trainers: 2}\n")
+    j = job("ts-cluster", body)
+    common = ["--manifest", manifest, "--state-dir", state]
+    try:
+        run("up", *common, "--wait", "60")
+        r = run("submit", j, "--follow", "--json", *common)
+        c = last_json(r.stdout)
+        e = last_json(run("train", "--job", j, "--json").stdout)
+        assert c["state"] == "SUCCEEDED", c
+        d = abs(c["test_auc"] - e["test_auc"])
+        print("cluster: test_auc %.4f, embedded %.4f (|diff| %.4f)" % (c["test_auc"], e["test_auc"], d))
+        assert d <= 0.005, (c, e)
+        # A module past the size bound is refused before anything starts.
+        big = os.path.join(WORK, "big.pt")
+        with open(big, "wb") as f:
+            f.truncate((256 << 20) + 1)
+        r = run("submit", job("big", "model: {type: torchscript, file: %s}\n" % big + TINY), *common,
+                check=False)
+        assert r.returncode == 2 and "at most" in r.stderr, r.stderr
+        os.remove(big)
+    finally:
+        run("down", *common, check=False)
+        subprocess.run(["pkill", "-9", "-f", "--", "--state-dir " + state], check=False)
+
+
 os.makedirs(WORK, exist_ok=True)
 try:
     {"train_export_serve": train_export_serve, "contract": contract, "resume": resume,
-     "early_stopping": early_stopping}[SCENARIO]()
+     "early_stopping": early_stopping, "cluster": cluster}[SCENARIO]()
 finally:
     cleanup()
