@@ -25,6 +25,7 @@ packages=(build-essential cmake ccache pkg-config git
           libcaf-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev doctest-dev
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
+          libtorch-dev python3-torch  # model.type torchscript: the libtorch plugin; its tests script modules
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
@@ -37,7 +38,7 @@ packages=(build-essential cmake ccache pkg-config git
 # (ops/k8s/validate/package.json); Debian's nodejs + npm unless a Node.js with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [ "$bench" = 1 ]; then
-  packages+=(python3 python3-torch python3-sklearn python3-numpy)
+  packages+=(python3 python3-sklearn python3-numpy)
 fi
 
 missing=()
