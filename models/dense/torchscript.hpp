@@ -65,7 +65,10 @@ inline constexpr int torchscript_plugin_abi = 1;
 // The plugin, opened on first use; the error says where it was looked for and what to do.
 result<const torchscript_plugin_api*> torchscript_plugin();
 
-// TorchScript archives larger than this are refused (a job carries its module to every trainer).
-inline constexpr uint64_t torchscript_archive_bytes_max = uint64_t{256} << 20;
+// TorchScript archives larger than this are refused: a job carries its module (base64) to every
+// node inside its spec, which is one CAF message under the 512 MiB frame limit and is kept in the
+// admin's job table. 64 MiB is 16M float parameters, more than the dense networks of DLRM-scale
+// recommenders.
+inline constexpr uint64_t torchscript_archive_bytes_max = uint64_t{64} << 20;
 
 }  // namespace satrap

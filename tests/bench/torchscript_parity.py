@@ -2,7 +2,7 @@
 """Accuracy parity of a PyTorch module trained by satrap against the same module trained by a plain
 PyTorch loop (issue 43): the DLRM of examples/models/models.py, scripted once; satrap trains that
 file (model.type torchscript, 1 trainer, staleness 0: synchronous), the loop trains the same file
-(torch.jit.load: the same initial dense weights) with nn.EmbeddingBag tables (sparse gradients),
+(torch.jit.load: the same initial dense weights; one file per seed, paired) with nn.EmbeddingBag tables (sparse gradients),
 on the same rows in the same order, with the same optimizers (Adagrad on both parts, the same
 rates, accumulators starting at 0, eps 1e-8) and embedding init (uniform +-0.01). Prints both
 test AUCs and their difference (goal: |diff| <= 0.002).
@@ -118,8 +118,8 @@ def main():
     p.add_argument("data", nargs="?", default="synthetic", choices=["synthetic", "frappe"])
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--train-samples", type=int, default=200000)
-    p.add_argument("--torch-seeds", type=int, default=3,
-                   help="torch runs with different initial embedding rows: their spread is the noise")
+    p.add_argument("--seeds", type=int, default=3,
+                   help="paired runs: per seed one module file (both sides) and torch's table init")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="satrap-parity-")
     batch, dim, lr_dense, lr_emb = 256, 16, 0.05, 0.05
@@ -141,38 +141,41 @@ def main():
         vocab = [dict() for _ in range(slots)]
         train, test = read_frappe(train_f, vocab), read_frappe(test_f, vocab)
         data_yaml = "  source: libfm\n  field_starts: %s\n" % FRAPPE_STARTS
-    module = os.path.join(work, "dlrm.pt")
-    subprocess.run(["/usr/bin/python3", os.path.join(root, "examples", "models", "script.py"), "dlrm",
-                    "-o", module, "--dense-features", str(dense_n), "--slots", str(slots), "--dim",
-                    str(dim), "--bottom", "32", "--top", "64,32", "--interaction", "dot"], check=True)
-    job = os.path.join(work, "job.yaml")
-    with open(job, "w") as f:
-        f.write("name: parity\ndata:\n%s  train_files: [%s]\n  test_files: [%s]\n  shuffle: false\n"
-                "  cache_dir: %s\n" % (data_yaml, train_f, test_f, os.path.join(work, "cache")))
-        f.write("model:\n  type: torchscript\n  file: %s\n  dim: %d\n"
-                "  dense_optimizer: {kind: adagrad, learning_rate: %g, eps: 1e-8, ema_decay: 0}\n"
-                "  embedding: {optimizer: adagrad, learning_rate: %g, initial_accumulator: 0,"
-                " eps: 1e-8, init: uniform, init_scale: 0.01}\n" % (module, dim, lr_dense, lr_emb))
-        f.write("training: {batch_size: %d, train_batches: 0, epochs: %d, test_batches: 0, staleness: 0}\n"
-                "placement: {shards: 1, aggregators: 1, loaders: 1, trainers: 1}\n" % (batch, a.epochs))
-    r = subprocess.run([SATRAP, "train", "--job", job, "--json"], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("satrap failed:\n" + r.stderr)
-    s = json.loads(r.stdout.strip().splitlines()[-1])
-    runs = [torch_loop(module, train, test, slots, dim, a.epochs, batch, lr_dense, lr_emb, 1, seed)
-            for seed in range(a.torch_seeds)]
-    t_aucs = [r[0] for r in runs]
-    t_auc, t_sps = float(np.mean(t_aucs)), float(np.mean([r[1] for r in runs]))
+    results = []
+    for seed in range(a.seeds):
+        module = os.path.join(work, "dlrm-%d.pt" % seed)
+        subprocess.run(["/usr/bin/python3", os.path.join(root, "examples", "models", "script.py"),
+                        "dlrm", "-o", module, "--dense-features", str(dense_n), "--slots", str(slots),
+                        "--dim", str(dim), "--bottom", "32", "--top", "64,32", "--interaction", "dot",
+                        "--seed", str(seed)], check=True, capture_output=True)
+        job = os.path.join(work, "job.yaml")
+        with open(job, "w") as f:
+            f.write("name: parity\ndata:\n%s  train_files: [%s]\n  test_files: [%s]\n  shuffle: false\n"
+                    "  cache_dir: %s\n" % (data_yaml, train_f, test_f, os.path.join(work, "cache")))
+            f.write("model:\n  type: torchscript\n  file: %s\n  dim: %d\n"
+                    "  dense_optimizer: {kind: adagrad, learning_rate: %g, eps: 1e-8, ema_decay: 0}\n"
+                    "  embedding: {optimizer: adagrad, learning_rate: %g, initial_accumulator: 0,"
+                    " eps: 1e-8, init: uniform, init_scale: 0.01}\n" % (module, dim, lr_dense, lr_emb))
+            f.write("training: {batch_size: %d, train_batches: 0, epochs: %d, test_batches: 0, staleness: 0}\n"
+                    "placement: {shards: 1, aggregators: 1, loaders: 1, trainers: 1}\n" % (batch, a.epochs))
+        r = subprocess.run([SATRAP, "train", "--job", job, "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("satrap failed:\n" + r.stderr)
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        t_auc, t_sps = torch_loop(module, train, test, slots, dim, a.epochs, batch, lr_dense, lr_emb,
+                                  1, seed)
+        results.append((s["test_auc"], t_auc, s["samples_per_sec"], t_sps))
+        print("seed %d: satrap test_auc=%.4f (%.0f samples/s)  torch test_auc=%.4f (%.0f samples/s, "
+              "1 thread)  diff=%+.4f" % (seed, s["test_auc"], s["samples_per_sec"], t_auc, t_sps,
+                                         s["test_auc"] - t_auc), flush=True)
     params = sum(x.numel() for x in torch.jit.load(module).parameters())
     print("model: DLRM dense %d, %d slots x dim %d, bottom 32, dot, top 64-32-1: %d dense parameters "
-          "(one TorchScript file for both sides)" % (dense_n, slots, dim, params))
+          "(one TorchScript file per seed for both sides)" % (dense_n, slots, dim, params))
     print("data: %s, %d train / %d test samples, %d epoch(s), batch %d"
           % (a.data, len(train[2]), len(test[2]), a.epochs, batch))
-    print("satrap test_auc=%.4f (%.0f samples/s)  torch test_auc=%.4f mean of %d seeds, %.4f-%.4f "
-          "(%.0f samples/s, 1 thread)" % (s["test_auc"], s["samples_per_sec"], t_auc, len(t_aucs),
-                                          min(t_aucs), max(t_aucs), t_sps))
-    print("auc_diff=%.4f (satrap - torch mean; goal |diff| <= 0.002; torch's own spread %.4f)"
-          % (s["test_auc"] - t_auc, max(t_aucs) - min(t_aucs)))
+    sa, ta = np.mean([r[0] for r in results]), np.mean([r[1] for r in results])
+    print("satrap_auc=%.4f torch_auc=%.4f auc_diff=%+.4f (means over %d seeds; goal |diff| <= 0.002)"
+          % (sa, ta, sa - ta, len(results)))
     return 0
 
 

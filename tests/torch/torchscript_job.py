@@ -201,7 +201,7 @@ def cluster():
         # A module past the size bound is refused before anything starts.
         big = os.path.join(WORK, "big.pt")
         with open(big, "wb") as f:
-            f.truncate((256 << 20) + 1)
+            f.truncate((64 << 20) + 1)
         r = run("submit", job("big", "model: {type: torchscript, file: %s}\n" % big + TINY), *common,
                 check=False)
         assert r.returncode == 2 and "at most" in r.stderr, r.stderr

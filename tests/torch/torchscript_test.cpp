@@ -205,7 +205,7 @@ TEST_CASE("torchscript: the DLRM example is the built-in DLRM, given the same pa
   }
 }
 
-TEST_CASE("torchscript: two models from one archive start and step alike; with_params saves") {
+TEST_CASE("torchscript: two models from one archive start and step alike, and with_params saves") {
   auto cfg = config_of("attention_s4.pt", tiny);
   auto a = make_dense_model(cfg, 1), b = make_dense_model(cfg, 1);
   REQUIRE(std::equal(a->params().begin(), a->params().end(), b->params().begin()));
