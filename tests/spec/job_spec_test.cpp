@@ -92,7 +92,7 @@ TEST_CASE("model.type picks a model of the zoo and names the allowed ones when u
   CHECK(spec.model.network.type == dense_model_type::wide_deep);
   auto e = load_error("model:\n  type: xdeepfm\n");
   CHECK(e.find("job.yaml:2:") != std::string::npos);
-  CHECK(e.find("model.type: expected one of dlrm dcn_v2 deepfm wide_deep, got 'xdeepfm'")
+  CHECK(e.find("model.type: expected one of dlrm dcn_v2 deepfm wide_deep torchscript, got 'xdeepfm'")
         != std::string::npos);
 }
 
