@@ -23,7 +23,7 @@ std::string actor_down_reason(caf::actor_system& sys, const Handle& handle) {
   std::string why;
   self->receive([&](caf::down_msg& dm) { why = dm.reason ? sys.render(dm.reason) : "exited"; },
                 caf::after(std::chrono::milliseconds(0)) >> [] {});
-  self->demonitor(handle);
+  self->demonitor(handle.address());
   return why;
 }
 

@@ -123,6 +123,13 @@ bool read_nodes(caf::execution_unit* ctx, const std::vector<char>* payload, caf:
   return !bd(first);
 }
 
+bool published_id(const caf::io::basp::instance::published_actor_map& published, uint64_t id) {
+  for (auto& kvp : published)
+    if (kvp.second.first && kvp.second.first->id() == id)
+      return true;
+  return false;
+}
+
 }  // namespace
 
 std::string peer_identity_install(const std::string& own_role, const std::string& cluster) {
@@ -277,12 +284,19 @@ connection_state instance::handle(execution_unit* ctx, connection_handle hdl, he
   switch (hdr.operation) {
     case message_type::direct_message:
       if (kind == role_kind::client) {
+        // CAF's own chatter on every new connection (each side asks the other's SpawnServ, a
+        // named actor, for its ConfigServ, and answers): dropped without a refusal, so a
+        // legitimate client moves no counter. Anything else outside the admin is counted.
+        bool spawn_serv = hdr.has(header::named_receiver_flag)
+                          && hdr.dest_actor == static_cast<uint64_t>(caf::atom("SpawnServ"));
+        bool response = (hdr.operation_data & caf::message_id::response_flag_mask) != 0;
+        if (spawn_serv
+            || (response && !hdr.has(header::named_receiver_flag)
+                && !published_id(published_actors(), hdr.dest_actor)))
+          return await_header;
         if (hdr.has(header::named_receiver_flag))
           return drop(r_client_scope, "named_receiver");
-        bool published = false;
-        for (auto& kvp : published_actors())
-          published = published || (kvp.second.first && kvp.second.first->id() == hdr.dest_actor);
-        if (!published)
+        if (!published_id(published_actors(), hdr.dest_actor))
           return drop(r_client_scope, "dest_actor=" + std::to_string(hdr.dest_actor));
       }
       return fn(this, ctx, hdl, hdr, payload);
