@@ -271,6 +271,7 @@ struct basp_peer {
   SSL* ssl = nullptr;
   int fd = -1;
   int last_error = SSL_ERROR_NONE;  // of the last failed SSL_read
+  int last_errno = 0;
   // From the server's handshake.
   caf::node_id server_node;
   caf::actor_id published = 0;
@@ -286,6 +287,7 @@ struct basp_peer {
     while (n > 0) {
       int r = SSL_read(ssl, p, static_cast<int>(n));
       if (r <= 0) {
+        last_errno = errno;
         last_error = SSL_get_error(ssl, r);
         return false;
       }
@@ -384,8 +386,14 @@ struct basp_peer {
     std::vector<char> payload;
     frames = 0;
     for (;;) {
-      if (!read_frame(sys, hdr, payload))
-        return last_error != SSL_ERROR_WANT_READ;  // not the timeout: the peer closed
+      if (!read_frame(sys, hdr, payload)) {
+        // The socket's receive timeout (nothing more came, the connection is still open) reads
+        // as WANT_READ, or as SYSCALL with EAGAIN; anything else is the peer closing it.
+        bool timeout = last_error == SSL_ERROR_WANT_READ
+                       || (last_error == SSL_ERROR_SYSCALL
+                           && (last_errno == EAGAIN || last_errno == EWOULDBLOCK));
+        return !timeout;
+      }
       if (hdr.operation != caf::io::basp::message_type::heartbeat)
         ++frames;
     }
@@ -459,11 +467,13 @@ int basp_attack(char** argv) {
     head.routed(sys, head.server_node, head.published, head.server_node, head.published,
                 caf::make_message(caf::exit_msg{caf::actor_addr{}, caf::exit_reason::kill}));
   } else if (what == "forged_heartbeat") {
+    // For 4 s, ten a second: the node's own heartbeats (one a second) replace the actor list,
+    // so the fake one shows in /status between them (the test polls it meanwhile).
     std::vector<actor_stat> fake{{"forged_role", 7, "forged_job", 1, 0}};
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 40; ++i) {
       head.routed(sys, node.server_node, node.published, head.server_node, head.published,
                   caf::make_message(heartbeat_atom::value, victim.name, fake));
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   } else {
     std::printf("unknown attack %s\n", what.c_str());

@@ -342,7 +342,7 @@ def check_down():
 
 
 def main():
-    os.makedirs(state)
+    # The state folder is made by `satrap up` (so it is the owner's only, checked at the end).
     write_manifest(manifest, f"sec-{os.getpid()}", base)
     check_down()
     run(satrap, "up", *common(), "--wait", "60", timeout=120)
