@@ -51,6 +51,8 @@ role_kind kind_of(const std::string& cn) {
 struct tls_peer {
   const void* ssl = nullptr;
   std::string cn, ou;
+  bool verified = false;  // a certificate was read (cn may still name no role)
+  role_kind kind = role_kind::none;
 };
 
 // Reasons, in the order /metrics lists them.
@@ -191,6 +193,8 @@ void peer_identity_tls_established(void* p) {
       if (X509_NAME_get_text_by_NID(name, NID_organizationalUnitName, buf, sizeof buf) > 0)
         peer.ou = buf;
       X509_free(cert);
+      peer.verified = !peer.cn.empty();
+      peer.kind = kind_of(peer.cn);
     }
   }
   auto fd = SSL_get_fd(ssl);
@@ -226,13 +230,19 @@ connection_state instance::handle(execution_unit* ctx, connection_handle hdl, he
     return fn(this, ctx, hdl, hdr, payload);
   if (hdr.operation == message_type::heartbeat)
     return fn(this, ctx, hdl, hdr, payload);
+  // Per message only the role's kind is copied; the names only for handshakes and refusals.
   tls_peer peer;
+  bool handshake = is_handshake(hdr);
   {
     std::lock_guard<std::mutex> lock{s.mtx};
     auto it = s.by_fd.find(hdl.id());
     if (it != s.by_fd.end()) {
-      peer.cn = it->second.cn;
-      peer.ou = it->second.ou;
+      peer.verified = it->second.verified;
+      peer.kind = it->second.kind;
+      if (handshake || !peer.verified || peer.kind == role_kind::client) {
+        peer.cn = it->second.cn;
+        peer.ou = it->second.ou;
+      }
     }
   }
   auto refuse = [&](reason r, const std::string& detail) {
@@ -241,14 +251,19 @@ connection_state instance::handle(execution_unit* ctx, connection_handle hdl, he
     return close_connection;
   };
   auto drop = [&](reason r, const std::string& detail) {
+    if (peer.cn.empty()) {
+      std::lock_guard<std::mutex> lock{s.mtx};
+      if (auto it = s.by_fd.find(hdl.id()); it != s.by_fd.end())
+        peer.cn = it->second.cn;
+    }
     log_refusal(r, hdl.id(), "peer_certificate=" + peer.cn + " " + detail);
     return await_header;
   };
-  if (peer.cn.empty())
+  if (!peer.verified)
     return refuse(r_no_certificate, "");
-  auto kind = kind_of(peer.cn);
+  auto kind = peer.kind;
   auto bound = tbl().lookup_direct(hdl);  // the node id this connection's handshake bound
-  if (is_handshake(hdr)) {
+  if (handshake) {
     if (peer.ou != s.cluster)
       return refuse(r_cluster, "peer_cluster=" + peer.ou);
     if (!allowed(s.own_kind, s.own_role, peer))
