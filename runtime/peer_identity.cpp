@@ -286,6 +286,12 @@ connection_state instance::handle(execution_unit* ctx, connection_handle hdl, he
       // dialled each other at once); any other is an impostor.
       if (holder != peer.cn)
         return refuse(r_known_id, "claimed=" + to_string(claimed) + " held_by=" + holder);
+      // CAF 0.17 would make such a second connection the node's route without entering it as
+      // a route of its own (select_connection_flag: select_alternative, no add_alternative), so
+      // its messages would have no bound node and the route would die with it. Taken as an
+      // alternative route instead: bound to the same node, the first connection stays the route.
+      if (hdr.operation == message_type::client_handshake)
+        hdr.flags &= static_cast<uint8_t>(~header::select_connection_flag);
     }
     auto result = fn(this, ctx, hdl, hdr, payload);
     if (tbl().lookup_direct(hdl) == claimed) {
