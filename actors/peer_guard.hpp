@@ -16,6 +16,8 @@
 #include <caf/node_id.hpp>
 #include <caf/system_messages.hpp>
 
+#include "runtime/log.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -39,8 +41,12 @@ class exit_guard : public Base {
       auto& from = ptr->sender;
       if (!from || from->node() != this->home_system().node()) {
         auto n = ++exits_dropped_counter();
-        spdlog::warn("remote_exit_dropped actor={} peer={} dropped_total={}", this->name(),
-                     from ? to_string(from->node()) : std::string("anonymous"), n);
+        static log_rate rate{10};
+        uint64_t unlogged = 0;
+        if (rate.allow(unlogged))
+          spdlog::warn("remote_exit_dropped actor={} peer={} dropped_total={} unlogged_before={}",
+                       this->name(), from ? to_string(from->node()) : std::string("anonymous"), n,
+                       unlogged);
         return;
       }
     }

@@ -3,6 +3,7 @@
 
 #include "cli/cli_timing.hpp"
 #include "runtime/error.hpp"
+#include "runtime/liveness.hpp"
 #include "web/web_assets.hpp"
 
 #include <caf/scoped_actor.hpp>
@@ -106,8 +107,13 @@ http_response admin_http(caf::actor_system& sys, const admin_actor& admin,
   } else if (path == "/metrics") {
     ask(metrics_atom::value, "text/plain; version=0.0.4");
   } else if (path == "/healthz") {
-    // With the head's pid: `satrap up` checks that the head it started is the one answering.
-    r = {200, "text/plain", "ok pid=" + std::to_string(::getpid()) + "\n"};
+    // Alive while the admin actor runs (not asked: a busy admin is alive), so that a liveness
+    // probe restarts a head whose admin is gone. With the head's pid: `satrap up` checks that
+    // the head it started is the one answering.
+    if (auto why = actor_down_reason(sys, admin); !why.empty())
+      r = {503, "text/plain", "the admin actor is down: " + why + "\n"};
+    else
+      r = {200, "text/plain", "ok pid=" + std::to_string(::getpid()) + "\n"};
   } else if (path == "/readyz") {
     // Ready when every node of the manifest has joined and is alive.
     self->request(admin, ms(cli_timing::status_request_ms), ready_atom::value)

@@ -4,6 +4,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/frame_limit.hpp"
+#include "runtime/peer_identity.hpp"
 #include "runtime/tls_guard.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -143,6 +144,9 @@ std::string cluster_security_setup(satrap_config& cfg, const manifest& m,
              "--manifest M --out " + dir + "` (satrap up does), copy the files of this role "
              "there, or set security.tls: off";
   if (auto why = tls_guard_check(); !why.empty())
+    return why;
+  // Bind every CAF peer to its certificate: its role (CN) and cluster (OU).
+  if (auto why = peer_identity_install(role, m.cluster); !why.empty())
     return why;
   cfg.load<caf::openssl::manager>();
   // CAF 0.17's automatic node-to-node connections are plain TCP (connection_helper opens a bare

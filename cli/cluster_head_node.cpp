@@ -57,7 +57,9 @@ int cluster_commands::run_head() {
   }
   auto dir = cluster_state_dir(state_dir_, *m);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // A state dir made here is the owner's only: it holds tokens, keys and jobs.json (job specs).
+  if (fs::create_directories(dir, ec))
+    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   auto token = cluster_token(token_file_, dir);
   if (token.empty()) {
     std::cerr << "satrap head: no admin token: give --token-file, set SATRAP_ADMIN_TOKEN, or "

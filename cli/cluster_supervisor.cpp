@@ -103,6 +103,9 @@ int cluster_commands::run_supervise() {
   std::error_code ec;
   fs::create_directories(dir, ec);
   auto token = cluster_token(token_file_, dir);
+  // The admin token goes only to what needs it: this supervisor (gave_up), not its nodes (they
+  // hold their node tokens). The nodes' environment is this one's, so it loses the variable.
+  ::unsetenv("SATRAP_ADMIN_TOKEN");
   std::vector<supervised_node> nodes;
   for (auto& n : m->nodes)
     if (host_is_local(n.host))
@@ -117,10 +120,6 @@ int cluster_commands::run_supervise() {
   auto start = [&](supervised_node& n) {
     std::vector<std::string> args{"satrap", "node",        "--name", n.name,        "--manifest",
                                   path,     "--state-dir", dir,      "--log-level", log_level_};
-    if (!token_file_.empty()) {
-      args.push_back("--token-file");
-      args.push_back(fs::absolute(token_file_).string());
-    }
     n.pid = satrap_start(args, dir + "/node-" + n.name + ".log", false,
                          "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts));
     if (!process_record_write(dir + "/node-" + n.name + ".pid", n.pid, args))

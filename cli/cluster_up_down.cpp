@@ -59,7 +59,9 @@ int cluster_commands::run_up() {
     return 2;
   }
   auto dir = fs::absolute(cluster_state_dir(state_dir_, *m)).string();
-  fs::create_directories(dir);
+  // A state dir made here is the owner's only: it holds tokens, keys and jobs.json (job specs).
+  if (fs::create_directories(dir))
+    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
   for (auto* file : {"/head.pid", "/supervisor.pid"})
     if (process_record_live(dir + file)) {
       std::cerr << "satrap up: cluster '" << m->cluster << "' is already up (" << dir << file

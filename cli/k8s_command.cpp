@@ -11,6 +11,13 @@
 #include <random>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace satrap {
 
 void k8s_command::add_to(CLI::App& app) {
@@ -115,9 +122,19 @@ int k8s_command::run() {
     std::cout << *yaml;
     return 0;
   }
-  std::ofstream out(output_, std::ios::trunc);
-  if (!(out << *yaml)) {
-    std::cerr << "satrap k8s: cannot write " << output_ << "\n";
+  // The output holds private keys and tokens (its Secrets): mode 0600 from its creation on, and
+  // an existing file is made 0600 before it is written.
+  int fd = ::open(output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0;
+  for (size_t done = 0; ok && done < yaml->size();) {
+    auto n = ::write(fd, yaml->data() + done, yaml->size() - done);
+    ok = n > 0;
+    done += ok ? static_cast<size_t>(n) : 0;
+  }
+  if (fd >= 0 && ::close(fd) != 0)
+    ok = false;
+  if (!ok) {
+    std::cerr << "satrap k8s: cannot write " << output_ << ": " << std::strerror(errno) << "\n";
     return 1;
   }
   return 0;

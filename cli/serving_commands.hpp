@@ -51,7 +51,7 @@ class serve_command final : public command {
   int threads_ = 0, http_threads_ = 64, max_batch_ = 256;
   double max_delay_ms_ = 0.5;
   double watch_s_ = 1.0;
-  size_t max_body_mb_ = 64;
+  size_t max_body_mb_ = 8;
 };
 
 }  // namespace satrap

@@ -1,12 +1,21 @@
 #include "runtime/http_server.hpp"
 
+#include "runtime/log.hpp"
+
 #include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <dlfcn.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 
 namespace satrap {
@@ -89,10 +98,152 @@ class elastic_pool : public httplib::TaskQueue {
   std::shared_ptr<state> st_;
 };
 
+std::atomic<uint64_t> over_cap_total{0}, past_deadline_total{0};
+
+void log_refusal(const char* what, const std::string& addr, uint64_t total) {
+  static log_rate rate{10};
+  uint64_t unlogged = 0;
+  if (rate.allow(unlogged))
+    spdlog::warn("http_refused reason={} peer={} refused_total={} unlogged_before={}", what, addr,
+                 total, unlogged);
+}
+
+// The connections of one server: per client address (the cap), and each connection's deadline
+// for its current request, enforced by a watchdog thread that shuts the socket down.
+class connection_guard {
+ public:
+  explicit connection_guard(const http_limits& l) : limits_(l) {
+    watchdog_ = std::thread([this] { watch(); });
+  }
+  ~connection_guard() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+  }
+
+  // False when `addr` holds the cap already. `fd` is a dup of the connection's socket, kept
+  // open by the caller until leave(): the watchdog shuts down only a socket still served.
+  bool enter(const std::string& addr, int port, int fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& n = per_address_[addr];
+    if (n >= limits_.max_connections_per_address)
+      return false;
+    ++n;
+    conns_[{addr, port}] = {fd, clock::now() + limits_.request_deadline, false};
+    return true;
+  }
+
+  void leave(const std::string& addr, int port) {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.erase({addr, port});
+    if (auto it = per_address_.find(addr); it != per_address_.end() && --it->second == 0)
+      per_address_.erase(it);
+  }
+
+  // A request was read in full: no deadline while it is handled. Done: the next one has
+  // request_deadline from now (the response's write, the keep-alive wait and its reading).
+  void handling(const std::string& addr, int port, bool busy) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = conns_.find({addr, port}); it != conns_.end()) {
+      it->second.busy = busy;
+      it->second.deadline = clock::now() + limits_.request_deadline;
+    }
+  }
+
+  // Stopping: every connection's socket is shut down, so no worker waits on a client.
+  void close_all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, c] : conns_)
+      if (c.fd >= 0) {
+        ::shutdown(c.fd, SHUT_RDWR);
+        c.fd = -1;
+      }
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct conn {
+    int fd = -1;
+    clock::time_point deadline;
+    bool busy = false;
+  };
+
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto tick = std::min<std::chrono::milliseconds>(limits_.request_deadline / 10,
+                                                    std::chrono::milliseconds(100));
+    while (!cv_.wait_for(lock, tick, [&] { return stop_; })) {
+      auto now = clock::now();
+      for (auto& [key, c] : conns_)
+        if (!c.busy && c.deadline < now && c.fd >= 0) {
+          ::shutdown(c.fd, SHUT_RDWR);  // the worker's read fails; it closes the connection
+          c.fd = -1;
+          log_refusal("request_deadline", key.first, ++past_deadline_total);
+        }
+    }
+  }
+
+  http_limits limits_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<std::string, int>, conn> conns_;
+  std::map<std::string, size_t> per_address_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+// cpp-httplib's server with the guards: process_and_close_socket (virtual, run by a worker for
+// each accepted connection) admits the connection and registers it, then runs the library's own
+// (private, so called through its symbol in libcpp-httplib).
+class guarded_server : public httplib::Server {
+ public:
+  std::unique_ptr<connection_guard> guard;
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    using base_fn = bool (*)(httplib::Server*, socket_t);
+    static auto base = reinterpret_cast<base_fn>(
+      dlsym(RTLD_DEFAULT, "_ZN7httplib6Server24process_and_close_socketEi"));
+    std::string addr;
+    int port = 0;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+    if (::getpeername(sock, reinterpret_cast<sockaddr*>(&ss), &len) == 0
+        && ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv,
+                         sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV)
+             == 0) {
+      addr = host;
+      port = std::atoi(serv);
+    }
+    int fd = ::dup(sock);
+    if (!base || fd < 0 || !guard->enter(addr, port, fd)) {
+      if (base && fd >= 0)
+        log_refusal("connections_per_address", addr, ++over_cap_total);
+      if (fd >= 0)
+        ::close(fd);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return false;
+    }
+    auto ok = base(this, sock);  // closes sock; the connection ends when fd closes too
+    guard->leave(addr, port);
+    ::close(fd);
+    return ok;
+  }
+};
+
 }  // namespace
 
+http_guard_counts http_guard_refusals() {
+  return {over_cap_total.load(), past_deadline_total.load()};
+}
+
 struct http_server::impl {
-  httplib::Server server;
+  guarded_server server;
 };
 
 http_server::http_server() : impl_(std::make_unique<impl>()) {}
@@ -102,6 +253,8 @@ http_server::~http_server() { stop(); }
 std::string http_server::start(const std::string& host, uint16_t port, handler h,
                                http_limits limits) {
   auto& s = impl_->server;
+  s.guard = std::make_unique<connection_guard>(limits);
+  auto* guard = s.guard.get();
   s.new_task_queue = [limits] { return new elastic_pool(limits.threads, limits.max_connections); };
   auto secs = [](std::chrono::milliseconds d) { return d.count() / 1000; };
   auto usecs = [](std::chrono::milliseconds d) { return (d.count() % 1000) * 1000; };
@@ -129,7 +282,13 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
       res.set_content(why + "\n", "text/plain; charset=utf-8");
       return httplib::Server::HandlerResponse::Handled;
     }));
-  auto serve = [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+  auto serve = [h = std::move(h), guard](const httplib::Request& req, httplib::Response& res) {
+    guard->handling(req.remote_addr, req.remote_port, true);
+    struct done {
+      connection_guard* g;
+      const httplib::Request& req;
+      ~done() { g->handling(req.remote_addr, req.remote_port, false); }
+    } mark{guard, req};
     http_request r;
     r.method = req.method;
     r.path = req.path;
@@ -169,6 +328,8 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
 void http_server::stop() {
   if (!impl_)
     return;
+  if (impl_->server.guard)
+    impl_->server.guard->close_all();
   impl_->server.stop();
   if (thread_.joinable())
     thread_.join();

@@ -47,14 +47,30 @@ struct http_response {
 // a new thread, up to max_connections; idle threads beyond `threads` end after a while. A slow
 // client costs one thread, not the endpoint; only max_connections of them at once stall it
 // (the connections after that wait in the queue). Headers are capped at 8 KiB (the library's).
+// Two guards on top (http_server.cpp's guarded_server): a whole-request deadline (from accepting
+// the connection, or from the end of the previous response on a kept-alive one, to the request
+// read in full; past it the connection is shut down), so a client trickling a byte within every
+// read_timeout holds a worker for request_deadline, not for hours; and a cap on the connections
+// one client address holds at once (more are closed at accept). Refusals are counted
+// (http_guard_refusals) and logged at most 10 lines a second.
 struct http_limits {
-  size_t threads = 8;                             // workers kept when idle
-  size_t max_connections = 512;                   // connections served at once (threads)
-  std::chrono::milliseconds read_timeout{5000};   // per read of a request
-  std::chrono::milliseconds write_timeout{5000};  // per write of a response
-  std::chrono::milliseconds keep_alive{5000};     // an idle kept-alive connection is closed
-  size_t max_body_bytes = 1 << 20;                // larger bodies get 413
+  size_t threads = 8;                                 // workers kept when idle
+  size_t max_connections = 512;                       // connections served at once (threads)
+  std::chrono::milliseconds read_timeout{5000};       // per read of a request
+  std::chrono::milliseconds write_timeout{5000};      // per write of a response
+  std::chrono::milliseconds keep_alive{5000};         // an idle kept-alive connection is closed
+  size_t max_body_bytes = 1 << 20;                    // larger bodies get 413
+  std::chrono::milliseconds request_deadline{10000};  // a whole request, headers and body
+  size_t max_connections_per_address = 256;           // held at once by one client address
 };
+
+// Connections closed so far by every http_server of this process: at accept for the
+// per-address cap, and past the whole-request deadline.
+struct http_guard_counts {
+  uint64_t over_address_cap = 0;
+  uint64_t past_deadline = 0;
+};
+http_guard_counts http_guard_refusals();
 
 class http_server {
  public:

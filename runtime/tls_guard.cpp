@@ -1,5 +1,7 @@
 #include "runtime/tls_guard.hpp"
 
+#include "runtime/peer_identity.hpp"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -31,16 +33,31 @@ int SSL_write(SSL* ssl, const void* buf, int num) {
   return fn(ssl, buf, num);
 }
 
+// A completed handshake records the peer's verified certificate for its socket
+// (runtime/peer_identity.hpp).
 int SSL_accept(SSL* ssl) {
   static auto fn = real<int (*)(SSL*)>("SSL_accept");
   ERR_clear_error();
-  return fn(ssl);
+  auto r = fn(ssl);
+  if (r == 1)
+    satrap::peer_identity_tls_established(ssl);
+  return r;
 }
 
 int SSL_connect(SSL* ssl) {
   static auto fn = real<int (*)(SSL*)>("SSL_connect");
   ERR_clear_error();
-  return fn(ssl);
+  auto r = fn(ssl);
+  if (r == 1)
+    satrap::peer_identity_tls_established(ssl);
+  return r;
+}
+
+void SSL_free(SSL* ssl) {
+  static auto fn = real<void (*)(SSL*)>("SSL_free");
+  if (ssl)
+    satrap::peer_identity_tls_freed(ssl);
+  fn(ssl);
 }
 
 }  // extern "C"
@@ -52,7 +69,8 @@ std::string tls_guard_check() {
        {std::pair<const char*, void*>{"SSL_read", reinterpret_cast<void*>(&SSL_read)},
         {"SSL_write", reinterpret_cast<void*>(&SSL_write)},
         {"SSL_accept", reinterpret_cast<void*>(&SSL_accept)},
-        {"SSL_connect", reinterpret_cast<void*>(&SSL_connect)}})
+        {"SSL_connect", reinterpret_cast<void*>(&SSL_connect)},
+        {"SSL_free", reinterpret_cast<void*>(&SSL_free)}})
     if (dlsym(RTLD_DEFAULT, name) != mine)
       return std::string("the OpenSSL error-queue guard is not interposed on ") + name
              + ": a failed TLS peer may close other connections";

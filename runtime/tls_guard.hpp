@@ -8,7 +8,9 @@
 // nodes. tls_guard.cpp defines SSL_read, SSL_write, SSL_accept and SSL_connect in the satrap
 // executable (ELF interposition, as runtime/frame_limit.hpp does for CAF): each clears the queue
 // and calls libssl's own (dlvsym RTLD_NEXT).
-// Threading: the queue is per thread; the wrappers keep no state.
+// SSL_accept and SSL_connect also record the peer certificate of a completed handshake, and
+// SSL_free forgets it (runtime/peer_identity.hpp).
+// Threading: the queue is per thread; the wrappers keep no state of their own.
 #pragma once
 
 #include <string>

@@ -40,7 +40,7 @@ struct model_server_options {
   int max_batch = 256;                             // instances per scored batch
   std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
   std::string admin_token;                         // "": POST /admin/reload refused
-  size_t max_body_bytes = 64u << 20;               // larger bodies get 413
+  size_t max_body_bytes = 8u << 20;                // larger bodies get 413
   size_t max_instances = 4096;                     // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this

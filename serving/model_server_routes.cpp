@@ -1,5 +1,6 @@
 // The model server's HTTP routes and its Prometheus text.
 #include "serving/model_server_impl.hpp"
+#include "runtime/secrets.hpp"
 
 namespace satrap {
 
@@ -71,7 +72,9 @@ http_response model_server::impl::route(const http_request& req) {
     if (options.admin_token.empty())
       return count(403, "admin"),
              json_error(403, "reloading on request is off (start serve with --admin-token-file)");
-    if (req.header("Authorization") != "Bearer " + options.admin_token)
+    auto auth = req.header("Authorization");
+    auto given = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
+    if (!token_equal(given, options.admin_token))  // constant time (runtime/secrets.hpp)
       return count(401, "admin"),
              json_error(401, "wrong or missing admin token (Authorization: Bearer <token>)");
     std::string dir;

@@ -3,6 +3,7 @@
 #include "actors/admin/admin_state.hpp"
 #include "actors/peer_guard.hpp"
 #include "runtime/error.hpp"
+#include "runtime/log.hpp"
 #include "runtime/secrets.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -54,7 +55,11 @@ std::chrono::milliseconds tick_interval(const admin_state& st) {
 // Counts and logs a refused request; the reply to send.
 caf::error refuse(self_ptr self, const char* what, const std::string& reason) {
   ++self->state.refused[what];
-  spdlog::warn("request_refused what={} peer={} reason=\"{}\"", what, peer_text(self), reason);
+  static log_rate rate{10};  // forged messages by the thousand must not fill the log
+  uint64_t unlogged = 0;
+  if (rate.allow(unlogged))
+    spdlog::warn("request_refused what={} peer={} reason=\"{}\" unlogged_before={}", what,
+                 peer_text(self), reason, unlogged);
   return make_error(errc::unauthorized, reason);
 }
 

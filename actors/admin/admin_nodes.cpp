@@ -2,6 +2,7 @@
 // heartbeats with the nodes' actor statistics, and losing a node (heartbeat timeout, connection).
 #include "actors/admin/admin_state.hpp"
 #include "runtime/error.hpp"
+#include "runtime/peer_identity.hpp"
 #include "runtime/secrets.hpp"
 
 #include <spdlog/spdlog.h>
@@ -25,6 +26,11 @@ caf::result<std::string> on_register(self_ptr self, node_info& info) {
   if (!info.agent || !sender || info.agent.node() != sender->node())
     return refuse("node '" + info.name + "': the agent does not belong to the process that "
                   "registers it");
+  // With TLS, the process must hold this node's certificate (runtime/peer_identity.hpp binds
+  // each node id to the certificate it connected with); the token is the second factor.
+  if (sender->node() != self->node() && !peer_holds(sender->node(), "node-" + info.name))
+    return refuse("node '" + info.name + "': the peer's certificate is '"
+                  + peer_certificate(sender->node()) + "', not node-" + info.name);
   auto tok = st.config.node_tokens.find(info.name);
   if (tok == st.config.node_tokens.end() || !token_equal(info.token, tok->second)) {
     return refuse("node '" + info.name + "': node token refused (each node needs its "
@@ -98,6 +104,10 @@ void on_heartbeat(self_ptr self, const std::string& name, std::vector<actor_stat
   // Only the process that registered the name keeps it alive.
   if (!it->second.info.agent || sender_node(self) != it->second.info.agent.node()) {
     refuse(self, "heartbeat", "heartbeat for node '" + name + "' from another process");
+    return;
+  }
+  if (!it->second.local && !peer_holds(sender_node(self), "node-" + name)) {
+    refuse(self, "heartbeat", "heartbeat for node '" + name + "' without its certificate");
     return;
   }
   node_actors_update(it->second, actors, self->clock().now());

@@ -1,6 +1,8 @@
 #include "actors/admin/admin_state.hpp"
 #include "actors/peer_guard.hpp"
 #include "runtime/frame_limit.hpp"
+#include "runtime/http_server.hpp"
+#include "runtime/peer_identity.hpp"
 
 #include "runtime/error.hpp"
 
@@ -201,6 +203,16 @@ std::string render_metrics(const admin_state& st) {
   os << "satrap_remote_exits_dropped_total " << exits_dropped() << "\n";
   counter("satrap_frames_refused_total", "CAF frames over security.max_frame_bytes, refused.");
   os << "satrap_frames_refused_total " << frames_refused() << "\n";
+  counter("satrap_peer_refused_total",
+          "CAF handshakes refused and messages dropped by the certificate binding, by reason.");
+  for (auto& [reason, n] : peer_refusals())
+    os << "satrap_peer_refused_total{reason=\"" << reason << "\"} " << n << "\n";
+  counter("satrap_http_refused_total",
+          "HTTP connections closed: over the per-address cap, or past the request deadline.");
+  auto http = http_guard_refusals();
+  os << "satrap_http_refused_total{reason=\"connections_per_address\"} " << http.over_address_cap
+     << "\n";
+  os << "satrap_http_refused_total{reason=\"request_deadline\"} " << http.past_deadline << "\n";
   gauge("satrap_jobs", "Jobs by state.");
   for (auto state : all_job_states) {
     int64_t n = 0;

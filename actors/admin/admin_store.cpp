@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <type_traits>
 
@@ -119,6 +121,10 @@ void jobs_save(const admin_state& st) {
   // Not synced, as before: the table is rewritten on every state change.
   if (auto r = st.config.environment->write_file_atomic(path, doc.dump(1) + "\n", false); !r)
     spdlog::error("jobs_save_failed path={} error=\"{}\"", path, r.error());
+  // It holds every job's spec: the owner's only (the state dir is 0700 too, so the moment the
+  // temporary file is written under the umask is covered).
+  else if (::chmod(path.c_str(), 0600) != 0)
+    spdlog::error("jobs_save_failed path={} error=\"cannot make it mode 0600\"", path);
 }
 
 void jobs_load(admin_state& st) {

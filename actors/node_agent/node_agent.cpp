@@ -3,6 +3,8 @@
 #include "actors/job_data_opener.hpp"
 #include "actors/node_agent/role_configs.hpp"
 #include "actors/peer_guard.hpp"
+#include "runtime/log.hpp"
+#include "runtime/peer_identity.hpp"
 #include "runtime/error.hpp"
 #include "runtime/broker_buffers.hpp"
 #include "runtime/memory_release.hpp"
@@ -53,11 +55,16 @@ caf::error check_sender(self_ptr self) {
   if (sender_is_local(self))
     return caf::none;
   auto from = sender_node(self);
-  if (self->state.head != caf::node_id{} && from == self->state.head)
+  // With TLS the head's process must also hold the head's certificate
+  // (runtime/peer_identity.hpp).
+  if (self->state.head != caf::node_id{} && from == self->state.head && peer_holds(from, "head"))
     return caf::none;
   ++self->state.refused;
-  spdlog::warn("request_refused what=spawn node={} peer={} refused_total={}",
-               self->state.config.node, peer_text(self), self->state.refused);
+  static log_rate rate{10};
+  uint64_t unlogged = 0;
+  if (rate.allow(unlogged))
+    spdlog::warn("request_refused what=spawn node={} peer={} refused_total={} unlogged_before={}",
+                 self->state.config.node, peer_text(self), self->state.refused, unlogged);
   return make_error(errc::unauthorized, "this node agent takes requests only from its head");
 }
 

@@ -76,6 +76,18 @@ expect 2 "$satrap" supervise --manifest "$work/no-such-manifest.yaml"
 expect 2 "$satrap" k8s --manifest "$work/no-such-manifest.yaml"
 expect 2 "$satrap" k8s --manifest "$src/tests/cli/bad_k8s_manifest.yaml"
 expect 0 "$satrap" k8s --manifest "$src/ops/manifests/gcp-persia-100t.yaml" --secrets external -o "$work/k8s.yaml"
+# -o holds Secrets (keys, tokens): mode 0600, also when the file was there before with 0644.
+touch "$work/k8s-old.yaml" && chmod 644 "$work/k8s-old.yaml"
+expect 0 "$satrap" k8s --manifest "$src/ops/manifests/gcp-persia-100t.yaml" --secrets external -o "$work/k8s-old.yaml"
+for f in k8s.yaml k8s-old.yaml; do
+  mode=$(stat -c %a "$work/$f")
+  if [ "$mode" != 600 ]; then
+    echo "FAIL: satrap k8s -o wrote $f with mode $mode, expected 600"
+    failures=$((failures + 1))
+  else
+    echo "ok   satrap k8s -o $f: mode 600"
+  fi
+done
 expect 2 "$satrap" submit "${m[@]}" "$work/bad.yaml"
 expect 1 "$satrap" submit "${m[@]}" "$tiny"
 expect 1 "$satrap" cancel "${m[@]}" 1

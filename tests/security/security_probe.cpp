@@ -264,6 +264,226 @@ int frames(char** argv) {
 
 }  // namespace
 
+// ---- A BASP peer by hand: OpenSSL for the connection, CAF's own serializer for the frames. ----
+
+struct basp_peer {
+  SSL_CTX* ctx = nullptr;
+  SSL* ssl = nullptr;
+  int fd = -1;
+  int last_error = SSL_ERROR_NONE;  // of the last failed SSL_read
+  int last_errno = 0;
+  // From the server's handshake.
+  caf::node_id server_node;
+  caf::actor_id published = 0;
+
+  ~basp_peer() {
+    if (ssl)
+      SSL_free(ssl);
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+  bool read_exact(char* p, size_t n) {
+    while (n > 0) {
+      int r = SSL_read(ssl, p, static_cast<int>(n));
+      if (r <= 0) {
+        last_errno = errno;
+        last_error = SSL_get_error(ssl, r);
+        return false;
+      }
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+
+  // One frame; false when the connection ended (or the socket timeout passed).
+  bool read_frame(caf::actor_system& sys, caf::io::basp::header& hdr, std::vector<char>& payload) {
+    std::vector<char> head(caf::io::basp::header_size);
+    if (!read_exact(head.data(), head.size()))
+      return false;
+    caf::binary_deserializer bd{sys, head};
+    if (bd(hdr))
+      return false;
+    payload.resize(hdr.payload_len);
+    return hdr.payload_len == 0 || read_exact(payload.data(), payload.size());
+  }
+
+  bool write_frame(caf::actor_system& sys, caf::io::basp::header hdr,
+                   const std::vector<char>& payload) {
+    hdr.payload_len = static_cast<uint32_t>(payload.size());
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    if (sink(hdr))
+      return false;
+    buf.insert(buf.end(), payload.begin(), payload.end());
+    return SSL_write(ssl, buf.data(), static_cast<int>(buf.size())) == static_cast<int>(buf.size());
+  }
+
+  // TLS with the client certificate, then the server's BASP handshake; then ours, claiming
+  // `claimed` as our node id (select_connection_flag: "route your traffic for it here").
+  std::string open(caf::actor_system& sys, const std::string& dir, const std::string& host,
+                   uint16_t port) {
+    ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx, (dir + "/ca.pem").c_str(), nullptr);
+    SSL_CTX_use_certificate_chain_file(ctx, (dir + "/client.pem").c_str());
+    SSL_CTX_use_PrivateKey_file(ctx, (dir + "/client.key").c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    ssl = tls_connect(ctx, host, port, fd);
+    if (!ssl)
+      return "tls handshake failed";
+    timeval tv{3, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    caf::io::basp::header hdr;
+    std::vector<char> payload;
+    if (!read_frame(sys, hdr, payload)
+        || hdr.operation != caf::io::basp::message_type::server_handshake)
+      return "no server handshake";
+    caf::binary_deserializer bd{sys, payload};
+    std::vector<std::string> app_ids;
+    std::set<std::string> sigs;
+    if (bd(server_node, app_ids, published, sigs))
+      return "unreadable server handshake";
+    return "";
+  }
+
+  bool hello(caf::actor_system& sys, const caf::node_id& claimed) {
+    std::vector<char> payload;
+    caf::binary_serializer sink{sys, payload};
+    if (sink(claimed))
+      return false;
+    caf::io::basp::header hdr{caf::io::basp::message_type::client_handshake,
+                              caf::io::basp::header::select_connection_flag,
+                              0,
+                              0,
+                              0,
+                              0};
+    return write_frame(sys, hdr, payload);
+  }
+
+  // A routed message claiming (source, source_actor) as its sender.
+  bool routed(caf::actor_system& sys, const caf::node_id& source, caf::actor_id source_actor,
+              const caf::node_id& dest, caf::actor_id dest_actor, const caf::message& msg) {
+    std::vector<char> payload;
+    caf::binary_serializer sink{sys, payload};
+    std::vector<caf::strong_actor_ptr> stages;
+    if (sink(const_cast<caf::node_id&>(source), const_cast<caf::node_id&>(dest), stages,
+             const_cast<caf::message&>(msg)))
+      return false;
+    caf::io::basp::header hdr{caf::io::basp::message_type::routed_message,
+                              0,
+                              0,
+                              caf::make_message_id().integer_value(),
+                              source_actor,
+                              dest_actor};
+    return write_frame(sys, hdr, payload);
+  }
+
+  // Whether the connection is closed by the other side within the socket timeout; counts the
+  // frames that arrive meanwhile.
+  bool closed_soon(caf::actor_system& sys, int& frames) {
+    caf::io::basp::header hdr;
+    std::vector<char> payload;
+    frames = 0;
+    for (;;) {
+      if (!read_frame(sys, hdr, payload)) {
+        // The socket's receive timeout (nothing more came, the connection is still open) reads
+        // as WANT_READ, or as SYSCALL with EAGAIN; anything else is the peer closing it.
+        bool timeout = last_error == SSL_ERROR_WANT_READ
+                       || (last_error == SSL_ERROR_SYSCALL
+                           && (last_errno == EAGAIN || last_errno == EWOULDBLOCK));
+        return !timeout;
+      }
+      if (hdr.operation != caf::io::basp::message_type::heartbeat)
+        ++frames;
+    }
+  }
+};
+
+// security_probe basp MANIFEST CERTS_DIR ATTACK: the attacks, with the client
+// certificate, as a hand-written BASP peer (claimed node ids learnt from the servers' own
+// handshakes). Prints what it did; exit 0 when sent (or, for the claim_* attacks, when the
+// connection was refused), 1 when a claim was accepted, 2 when the cluster could not be reached.
+//   claim_head     : to the first node, a handshake claiming the head's node id
+//   claim_own      : to the head, a handshake claiming the head's own node id
+//   claim_node     : to the head, a handshake claiming the first node's node id
+//   forged_down    : to the head, a down message of the first node's agent, claiming that node
+//   routed_kill    : to the head, exit(kill) for the admin, claiming the admin as its sender
+//   forged_heartbeat: to the head, a heartbeat for the first node with a fake role, claiming
+//                    the first node's agent as its sender
+int basp_attack(char** argv) {
+  manifest m;
+  if (auto e = manifest_load_file(argv[2], m)) {
+    std::cerr << "manifest: " << caf::to_string(e) << "\n";
+    return 2;
+  }
+  std::string dir = argv[3], what = argv[4];
+  auto cfg = make_config(nullptr);
+  caf::actor_system sys{*cfg};
+  auto& victim = m.nodes.front();
+  basp_peer head, node;
+  if (auto e = head.open(sys, dir, m.head.host, m.head.port); !e.empty()) {
+    std::printf("head: %s\n", e.c_str());
+    return 2;
+  }
+  // A node sends its BASP handshake (its node id, its agent's actor id) as soon as the TLS
+  // handshake is done, before it reads anything: any holder of a CA-signed certificate learns
+  // them.
+  if (auto e = node.open(sys, dir, victim.host, victim.port); !e.empty()) {
+    std::printf("node %s: %s\n", victim.name.c_str(), e.c_str());
+    return 2;
+  }
+  auto finish = [](bool refused, const std::string& text) {
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+    std::_Exit(refused ? 0 : 1);
+  };
+  if (what == "claim_head" || what == "claim_own" || what == "claim_node") {
+    auto& to = what == "claim_head" ? node : head;
+    auto claimed = what == "claim_node" ? node.server_node : head.server_node;
+    to.hello(sys, claimed);
+    int frames = 0;
+    bool closed = to.closed_soon(sys, frames);
+    finish(closed, what
+                     + (closed ? ": refused (connection closed)"
+                               : ": ACCEPTED (connection kept; " + std::to_string(frames)
+                                   + " frames for the claimed node received)"));
+  }
+  // The rest speak to the head, as themselves at the handshake (this process's node id).
+  if (!head.hello(sys, sys.node())) {
+    std::printf("head: handshake not sent\n");
+    return 2;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (what == "forged_down") {
+    std::vector<char> payload;
+    caf::binary_serializer sink{sys, payload};
+    caf::error reason = caf::exit_reason::kill;
+    sink(node.server_node, head.server_node, reason);
+    caf::io::basp::header hdr{
+      caf::io::basp::message_type::down_message, 0, 0, 0, node.published, 0};
+    head.write_frame(sys, hdr, payload);
+  } else if (what == "routed_kill") {
+    head.routed(sys, head.server_node, head.published, head.server_node, head.published,
+                caf::make_message(caf::exit_msg{caf::actor_addr{}, caf::exit_reason::kill}));
+  } else if (what == "forged_heartbeat") {
+    // For 4 s, ten a second: the node's own heartbeats (one a second) replace the actor list,
+    // so the fake one shows in /status between them (the test polls it meanwhile).
+    std::vector<actor_stat> fake{{"forged_role", 7, "forged_job", 1, 0}};
+    for (int i = 0; i < 40; ++i) {
+      head.routed(sys, node.server_node, node.published, head.server_node, head.published,
+                  caf::make_message(heartbeat_atom::value, victim.name, fake));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } else {
+    std::printf("unknown attack %s\n", what.c_str());
+    return 2;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  finish(true, what + ": sent");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "handshake" && argc >= 4)
@@ -272,7 +492,9 @@ int main(int argc, char** argv) {
     return attack(argv);
   if (mode == "frames" && argc == 5)
     return frames(argv);
+  if (mode == "basp" && argc == 5)
+    return basp_attack(argv);
   std::cerr << "usage: security_probe handshake HOST PORT [CA CERT KEY] | attack MANIFEST "
-               "CERTS_DIR | frames HOST PORT CERTS_DIR\n";
+               "CERTS_DIR | frames HOST PORT CERTS_DIR | basp MANIFEST CERTS_DIR ATTACK\n";
   return 2;
 }

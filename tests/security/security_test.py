@@ -262,6 +262,62 @@ def check_http():
         fail(f"/status failed under load: {errors[:3]}")
 
 
+def check_slow_clients():
+    # Issue 45: 530 connections from one address (127.0.0.2) trickling one header byte every 3 s
+    # (each read within the read timeout); /status and /healthz from another address must
+    # answer within 1 s throughout, and the server must close the trickling connections (the
+    # whole-request deadline and the per-address cap).
+    import selectors
+    socks = []
+    for i in range(530):
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.2", 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", base + 9))
+            s.sendall(b"GET /status HTTP/1.1\r\n")
+            s.setblocking(False)
+            socks.append(s)
+        except OSError:
+            pass
+    stop = time.monotonic() + 24
+    worst = 0.0
+    errors = []
+    closed = 0
+    next_trickle = time.monotonic()
+    while time.monotonic() < stop:
+        if time.monotonic() >= next_trickle:
+            for s in list(socks):
+                try:
+                    s.send(b"X")
+                except OSError:
+                    socks.remove(s)
+                    s.close()
+                    closed += 1
+            next_trickle = time.monotonic() + 3
+        for path in ("/status", "/healthz"):
+            t = time.monotonic()
+            try:
+                http(path, timeout=10)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{path}: {e}")
+            worst = max(worst, time.monotonic() - t)
+        time.sleep(0.25)
+    for s in socks:
+        s.close()
+    print(f"http: 530 trickling connections for 24 s: worst /status or /healthz {worst:.3f} s, "
+          f"{closed} trickling connections closed by the server")
+    if errors:
+        fail(f"/status or /healthz failed under trickling connections: {errors[:3]}")
+    if worst >= 1.0:
+        fail(f"/status or /healthz took {worst:.2f} s under trickling connections")
+    if closed < 500:
+        fail(f"the server kept {530 - closed} trickling connections past the request deadline")
+    m = http("/metrics")
+    if metric(m, 'satrap_http_refused_total{reason="request_deadline"}') < 1:
+        fail("/metrics does not count the connections past the request deadline")
+
+
 def check_down():
     hostile = os.path.join(work, "hostile.yaml")
     write_manifest(hostile, "../../victim", base + 60)
@@ -286,7 +342,7 @@ def check_down():
 
 
 def main():
-    os.makedirs(state)
+    # The state folder is made by `satrap up` (so it is the owner's only, checked at the end).
     write_manifest(manifest, f"sec-{os.getpid()}", base)
     check_down()
     run(satrap, "up", *common(), "--wait", "60", timeout=120)
@@ -298,8 +354,23 @@ def main():
     check_attack()
     check_frames()
     check_http()
+    check_slow_clients()
     rec = run_job("after-probes")
     print(f"job after the probes: {rec['state']}, {rec['samples']} samples")
+    # Job specs and tokens are the owner's only.
+    for path, want in [(state, 0o700), (os.path.join(state, "jobs.json"), 0o600),
+                       (os.path.join(state, "admin.token"), 0o600)]:
+        mode = os.stat(path).st_mode & 0o777
+        if mode != want:
+            fail(f"{path} has mode {oct(mode)}, expected {oct(want)}")
+    # The nodes' processes do not hold the admin token (neither as a flag nor in their env).
+    token = open(os.path.join(state, "admin.token")).read().strip()
+    for name, pid in pids().items():
+        if name.startswith("node-"):
+            env = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+            if token in env or "admin.token" in cmd:
+                fail(f"{name} holds the admin token")
     print("security_test: PASS")
 
 
