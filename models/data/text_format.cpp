@@ -1,6 +1,7 @@
 #include "models/data/text_format.hpp"
 
 #include "models/data/batch.hpp"
+#include "models/data/jsonl_format.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -205,17 +206,36 @@ int text_format_slots(const text_format_options& o) {
     case text_format::libsvm:
       return o.field_starts.empty() ? o.slots : static_cast<int>(o.field_starts.size());
     case text_format::libffm: return o.slots;
+    case text_format::jsonl: {
+      auto layout = feature_schema_layout(o.features, pooling::sum);
+      return layout ? layout->slots : 0;
+    }
   }
   return 0;
 }
 
 int text_format_dense_features(const text_format_options& o) {
+  if (o.format == text_format::jsonl) {
+    auto layout = feature_schema_layout(o.features, pooling::sum);
+    return layout && layout->dense > 0 ? layout->dense : 1;
+  }
   return o.format == text_format::criteo ? criteo_dense_features : 1;
 }
 
 result<ok_t> text_format_check(const text_format_options& o) {
   if (o.format == text_format::criteo)
     return ok_t{};
+  if (o.format == text_format::jsonl) {
+    if (o.features.empty())
+      return make_input_error("data.features (the named features of each JSON line) for jsonl data");
+    if (auto layout = feature_schema_layout(o.features, pooling::sum); !layout)
+      return layout.failure();
+    for (auto& f : o.features)
+      if (f.name == o.label)
+        return make_input_error("data.labels: a name that no feature has ('" + o.label
+                                + "' is a feature)");
+    return ok_t{};
+  }
   if (!o.field_starts.empty()) {
     if (o.format != text_format::libsvm)
       return make_input_error("data.field_starts only for libsvm / libfm data");
@@ -237,6 +257,7 @@ uint64_t missing_id(int slot) { return slot_id_hash(-1 - slot, 0x6d697373696e67U
 std::optional<parse_error> parse_text_line(sv line, const text_format_options& options,
                                            text_sample& out) {
   out.features.clear();
+  out.weights.clear();
   out.dense.clear();
   out.label = 0.0f;
   if (!line.empty() && line.back() == '\r')
@@ -248,6 +269,10 @@ std::optional<parse_error> parse_text_line(sv line, const text_format_options& o
     case text_format::criteo: return parse_criteo(line, out);
     case text_format::libsvm: return parse_libsvm(line, options, out);
     case text_format::libffm: return parse_libffm(line, options, out);
+    case text_format::jsonl: {
+      jsonl_parser parser(options);  // (a reader keeps one parser for all its lines)
+      return parser.parse(line, out);
+    }
   }
   return std::nullopt;
 }

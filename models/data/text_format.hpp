@@ -1,4 +1,5 @@
-// Line parsers of the text data formats: Criteo TSV, libsvm / libfm, libffm.
+// Line parsers of the text data formats: Criteo TSV, libsvm / libfm, libffm (here), JSON lines
+// (jsonl_format.hpp, by the feature schema of feature_schema.hpp).
 //
 //   criteo  label \t I1..I13 \t C1..C26: label 0 or 1; 13 integer counts (dense, log(1+x), a
 //           negative or missing count reads 0); 26 hexadecimal categories (a missing one gets its
@@ -15,6 +16,7 @@
 // Threading: pure functions over one line; options are read-only.
 #pragma once
 
+#include "models/data/feature_schema.hpp"
 #include "models/result.hpp"
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 
 namespace satrap {
 
-enum class text_format { criteo, libsvm, libffm };
+enum class text_format { criteo, libsvm, libffm, jsonl };
 
 struct text_format_options {
   text_format format = text_format::libsvm;  // how a line is laid out
@@ -34,6 +36,8 @@ struct text_format_options {
     0;  // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
   std::vector<int64_t>
     field_starts;  // libsvm: first feature id of each slot, ascending; empty: by position
+  feature_schema features;     // jsonl: the named features (feature_schema.hpp)
+  std::string label = "label";  // jsonl: the label's name
 };
 
 constexpr int criteo_dense_features = 13;
@@ -52,6 +56,7 @@ result<ok_t> text_format_check(const text_format_options& options);
 struct text_sample {
   float label = 0.0f;                              // 0 or 1
   std::vector<std::pair<int, uint64_t>> features;  // (slot, id hashed into the slot's id space)
+  std::vector<float> weights;  // empty, or one pooling weight per feature entry (jsonl weights)
   std::vector<float> dense;                        // text_format_dense_features values
 };
 
