@@ -35,7 +35,14 @@ struct model_spec {
 };
 
 // Where a job's batches come from: the synthetic teacher, or files of one format.
-enum class data_source { synthetic, criteo, libsvm, libfm, libffm, jsonl };  // libfm = libsvm's format
+enum class data_source {
+  synthetic,
+  criteo,
+  libsvm,
+  libfm,
+  libffm,
+  jsonl
+};  // libfm = libsvm's format
 
 // The key's text ("synthetic", "criteo", ...), for messages.
 const char* data_source_name(data_source s);

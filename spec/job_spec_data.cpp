@@ -59,13 +59,15 @@ std::string parse_feature(const YAML::Node& node, feature_spec& f) {
       f.name = text;
     } else if (key == "kind") {
       want = parse_enum(text, f.kind,
-                        {{"id", feature_kind::id}, {"bag", feature_kind::bag},
-                         {"sequence", feature_kind::sequence}, {"dense", feature_kind::dense}});
+                        {{"id", feature_kind::id},
+                         {"bag", feature_kind::bag},
+                         {"sequence", feature_kind::sequence},
+                         {"dense", feature_kind::dense}});
     } else if (key == "table") {
       f.table = text;
     } else if (key == "pooling") {
-      want = parse_enum(text, f.pool,
-                        {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}});
+      want = parse_enum(
+        text, f.pool, {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}});
       f.pool_given = true;
     } else if (key == "max_length") {
       want = parse_int(text, f.max_length, 1, feature_ids_max);
@@ -125,12 +127,13 @@ std::vector<job_field> data_fields() {
                       {"synthetic", data_source::synthetic}, {"criteo", data_source::criteo},
                       {"libsvm", data_source::libsvm}, {"libfm", data_source::libfm},
                       {"libffm", data_source::libffm}, {"jsonl", data_source::jsonl}),
-    job_field{"data.features", "",
-              "jsonl: the named features of a sample, each {name, kind: id|bag|sequence|dense, "
-              "table, pooling: sum|mean|sqrtn, max_length, weights}",
-              [](job_spec& s, const std::string& t) { return parse_features(t, s.data.format.features); },
-              [](const job_spec& s) { return feature_schema_text(s.data.format.features); }, false,
-              false, true},
+    job_field{
+      "data.features", "",
+      "jsonl: the named features of a sample, each {name, kind: id|bag|sequence|dense, "
+      "table, pooling: sum|mean|sqrtn, max_length, weights}",
+      [](job_spec& s, const std::string& t) { return parse_features(t, s.data.format.features); },
+      [](const job_spec& s) { return feature_schema_text(s.data.format.features); }, false, false,
+      true},
     SATRAP_LIST_FIELD("data.labels", "", "jsonl: the label's name (one label in this version)",
                       data.labels),
     SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
@@ -160,6 +163,10 @@ std::vector<job_field> data_fields() {
         return show_list(ids, ", ");
       },
       true},
+    SATRAP_ENUM_FIELD("data.value_weights", "",
+                      "libsvm / libfm / libffm: a feature's value is its pooling weight (several "
+                      "ids of one field: a weighted bag); false: any nonzero value is presence",
+                      data.format.value_weights, {"false", false}, {"true", true}),
     job_field{"data.crosses", "cross",
               "feature crosses: each a list of 2 or more sparse slots (e.g. user, item) whose ids "
               "are hashed into one extra slot (flag: one cross A,B per use)",
@@ -209,17 +216,19 @@ std::vector<job_field> data_fields() {
 caf::error data_finalize(job_spec& spec) {
   auto& d = spec.data;
   if (d.labels.size() != 1)
-    return bad_spec("data.labels: expected one label name; several labels (with "
-                    "training.task_weights) are not yet supported, got "
-                    + std::to_string(d.labels.size()));
+    return bad_spec(
+      "data.labels: expected one label name; several labels (with "
+      "training.task_weights) are not yet supported, got "
+      + std::to_string(d.labels.size()));
   d.format.label = d.labels[0];
   if (!d.format.features.empty() || d.source == data_source::jsonl) {
     if (d.source != data_source::jsonl)
       return bad_spec(std::string("data.features: expected data.source jsonl (the features of ")
                       + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
     if (d.format.features.empty())
-      return bad_spec("data.features: expected the named features of each JSON line for "
-                      "data.source jsonl, e.g. [{name: user, kind: id}, {name: tags, kind: bag}]");
+      return bad_spec(
+        "data.features: expected the named features of each JSON line for "
+        "data.source jsonl, e.g. [{name: user, kind: id}, {name: tags, kind: bag}]");
     if (auto layout = feature_schema_layout(d.format.features, spec.model.pool); !layout)
       return bad_spec(layout.error());
     for (auto& f : d.format.features)
@@ -227,12 +236,19 @@ caf::error data_finalize(job_spec& spec) {
         return bad_spec("data.labels: expected a name that no feature has ('" + d.format.label
                         + "' is a feature's name)");
     if (!d.crosses.empty())
-      return bad_spec("data.crosses: not yet supported with data.features (name a cross as a "
-                      "feature of the data instead)");
+      return bad_spec(
+        "data.crosses: not yet supported with data.features (name a cross as a "
+        "feature of the data instead)");
   } else if (spec.keys_set.count("data.labels") > 0 && d.labels[0] != "label") {
-    return bad_spec("data.labels: expected data.source jsonl (the other formats' label is "
-                    "their first field)");
+    return bad_spec(
+      "data.labels: expected data.source jsonl (the other formats' label is "
+      "their first field)");
   }
+  if (d.format.value_weights && d.source != data_source::libsvm && d.source != data_source::libfm
+      && d.source != data_source::libffm)
+    return bad_spec(std::string("data.value_weights: expected data.source libsvm, libfm or libffm "
+                                "(their idx:value pairs), got ")
+                    + data_source_name(d.source));
   if (d.source != data_source::synthetic) {
     d.format.format = d.source == data_source::criteo   ? text_format::criteo
                       : d.source == data_source::libffm ? text_format::libffm

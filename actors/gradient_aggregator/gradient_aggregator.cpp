@@ -173,16 +173,16 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
     return;
   }
   if (!st.config.slot_pool.empty() && in->slots != st.config.slot_pool.size()) {
-    spdlog::error("aggregator_bad_ids aggregator={} batch={} slots={} expected={}",
-                  st.config.index, in->batch, in->slots, st.config.slot_pool.size());
+    spdlog::error("aggregator_bad_ids aggregator={} batch={} slots={} expected={}", st.config.index,
+                  in->batch, in->slots, st.config.slot_pool.size());
     auto key = batch_key(in->batch, in->split);
     auto& b = st.batches[key];
     b.batch = in->batch;
     b.split = in->split;
-    b.failure = make_error(errc::invalid_payload,
-                           "id batch " + std::to_string(in->batch) + ": "
-                             + std::to_string(in->slots) + " slots, the job's features have "
-                             + std::to_string(st.config.slot_pool.size()));
+    b.failure = make_error(errc::invalid_payload, "id batch " + std::to_string(in->batch) + ": "
+                                                    + std::to_string(in->slots)
+                                                    + " slots, the job's features have "
+                                                    + std::to_string(st.config.slot_pool.size()));
     deliver_pooled(st, key);
     return;
   }

@@ -38,9 +38,9 @@ using gradient_aggregator_actor =
 // (Its own timer, the shard requests' deadlines, is on a private extension: gradient_aggregator.cpp.)
 
 struct gradient_aggregator_config {
-  int32_t index = 0;                                // index of this aggregator in the job
-  int32_t dim = 16;                                 // embedding size
-  pooling pool = pooling::sum;                      // how a bag's rows become one vector
+  int32_t index = 0;               // index of this aggregator in the job
+  int32_t dim = 16;                // embedding size
+  pooling pool = pooling::sum;     // how a bag's rows become one vector
   std::vector<pooling> slot_pool;  // per slot (named features, job_slot_pooling); empty: `pool`
   std::vector<embedding_shard_actor> shards;        // every shard of the job
   partition_map partitions;                         // id -> shard

@@ -30,6 +30,16 @@ struct file_result {
   std::optional<model_error> error;  // fail policy: the first bad line (bad_input); or an I/O error
 };
 
+// Whether the cache carries per-id weights: JSON lines with a weighted feature.
+bool dataset_weighted(const text_format_options& f) {
+  if (f.format == text_format::libsvm || f.format == text_format::libffm)
+    return f.value_weights;
+  if (f.format != text_format::jsonl)
+    return false;
+  auto layout = feature_schema_layout(f.features, pooling::sum);
+  return layout && layout->weighted;
+}
+
 std::string options_key(const dataset_convert_options& o) {
   std::string key = "v";
   auto add = [&key](const std::string& name, const std::string& value) {
@@ -43,6 +53,8 @@ std::string options_key(const dataset_convert_options& o) {
   add("starts", "");
   for (auto s : o.format.field_starts)
     key.append(std::to_string(s)).append(",");
+  if (o.format.value_weights)  // (only when set: older keys stay as they were)
+    add("value_weights", "true");
   if (o.format.format == text_format::jsonl) {  // (only then: older keys stay as they were)
     add("features", feature_schema_text(o.format.features));
     add("label", o.format.label);
@@ -57,14 +69,6 @@ std::string options_key(const dataset_convert_options& o) {
       .append(std::to_string(st.st_mtim.tv_nsec));
   }
   return key;
-}
-
-// Whether the cache carries per-id weights: JSON lines with a weighted feature.
-bool dataset_weighted(const text_format_options& f) {
-  if (f.format != text_format::jsonl)
-    return false;
-  auto layout = feature_schema_layout(f.features, pooling::sum);
-  return layout && layout->weighted;
 }
 
 std::string key_folder(const std::string& key) {
@@ -118,8 +122,8 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     auto err =
       in.truncated() ? std::optional<parse_error>(parse_error{
         1, "line_too_long", "a line of at most " + std::to_string(text_line_bytes_max) + " bytes"})
-                     : json ? json->parse(line, sample)
-                            : parse_text_line(line, o.format, sample);
+      : json         ? json->parse(line, sample)
+                     : parse_text_line(line, o.format, sample);
     if (err) {
       if (o.on_error == on_error_policy::fail) {
         r.error = make_input_error(where(path, in.line_number(), err->column) + ": " + err->reason

@@ -103,14 +103,15 @@ uint64_t feature_string_id_hash(int table, std::string_view value) {
   return slot_id_hash(table, h);
 }
 
+// Flow YAML (names quoted: a feature may be called "null" or "true").
 std::string feature_schema_text(const feature_schema& schema) {
   std::string s = "[";
   for (size_t i = 0; i < schema.size(); ++i) {
     auto& f = schema[i];
-    s.append(i ? ", " : "").append("{name: ").append(f.name);
+    s.append(i ? ", " : "").append("{name: \"").append(f.name).append("\"");
     s.append(", kind: ").append(feature_kind_name(f.kind));
     if (!f.table.empty())
-      s.append(", table: ").append(f.table);
+      s.append(", table: \"").append(f.table).append("\"");
     if (f.pool_given)
       s.append(", pooling: ").append(pooling_name(f.pool));
     if (f.max_length != 0)

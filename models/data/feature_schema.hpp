@@ -69,7 +69,7 @@ result<feature_layout> feature_schema_layout(const feature_schema& schema, pooli
 uint64_t feature_id_hash(int table, uint64_t value);
 uint64_t feature_string_id_hash(int table, std::string_view value);
 
-// The schema as one line of text (for cache keys and messages).
+// The schema as one line of flow YAML (data.features as printed; cache keys).
 std::string feature_schema_text(const feature_schema& schema);
 
 }  // namespace satrap

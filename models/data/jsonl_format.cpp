@@ -236,9 +236,9 @@ std::optional<parse_error> jsonl_parser::one_id(cursor& c, int feature, uint64_t
     id = feature_id_hash(table, id);
     return std::nullopt;
   }
-  return c.error(c.pos, "wrong_type",
-                 for_feature("an id (an integer or a string)",
-                             schema_[static_cast<size_t>(feature)].name));
+  return c.error(
+    c.pos, "wrong_type",
+    for_feature("an id (an integer or a string)", schema_[static_cast<size_t>(feature)].name));
 }
 
 // An array of ids into ids_[feature] (a bag past its limit is too_long; a sequence keeps going up
@@ -301,9 +301,9 @@ std::optional<parse_error> jsonl_parser::weights(cursor& c, int feature) {
         || std::fabs(v) > 3.0e38)
       return c.error(start, "bad_weights", for_feature("a finite number (a weight)", f.name));
     if (out.size() == static_cast<size_t>(feature_ids_max))
-      return c.error(start, "too_long",
-                     for_feature("at most " + std::to_string(feature_ids_max) + " weights",
-                                 f.name));
+      return c.error(
+        start, "too_long",
+        for_feature("at most " + std::to_string(feature_ids_max) + " weights", f.name));
     out.push_back(static_cast<float>(v));
     c.ws();
     if (c.peek() == ',') {
@@ -349,9 +349,9 @@ std::optional<parse_error> jsonl_parser::value(cursor& c, int feature) {
     return ids(c, feature, false);
   // {"ids": [...], "weights": [...]}
   if (c.peek() != '{')
-    return c.error(start, "wrong_type",
-                   for_feature("{\"ids\": [...], \"weights\": [...]} (a feature with weights)",
-                               f.name));
+    return c.error(
+      start, "wrong_type",
+      for_feature("{\"ids\": [...], \"weights\": [...]} (a feature with weights)", f.name));
   ++c.pos;
   bool have_ids = false, have_weights = false;
   while (true) {

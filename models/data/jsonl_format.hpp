@@ -54,7 +54,7 @@ class jsonl_parser {
   bool label_seen_ = false;
   std::vector<std::vector<uint64_t>> ids_;
   std::vector<std::vector<float>> weights_;
-  std::string scratch_;  // a string with escapes, decoded
+  std::string scratch_;       // a string with escapes, decoded
   float dense_value_ = 0.0f;  // the dense feature value() read last
 };
 

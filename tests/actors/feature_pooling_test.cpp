@@ -50,8 +50,9 @@ capnp_payload pooled_grads(int64_t batch, uint32_t slots, uint32_t dim, std::vec
 
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "features: two features on one table share one row; its gradient is "
-                           "the sum of both uses', through per-slot weighted pooling") {
+TEST_CASE_FIXTURE(fixture,
+                  "features: two features on one table share one row; its gradient is "
+                  "the sum of both uses', through per-slot weighted pooling") {
   const uint32_t dim = 2;
   embedding_shard_config sc;
   sc.embedding.dim = dim;
@@ -82,8 +83,8 @@ TEST_CASE_FIXTURE(fixture, "features: two features on one table share one row; i
       [&](caf::error& e) { FAIL(error_text(e)); });
   REQUIRE(pooled.size() == 3 * dim);
   for (uint32_t d = 0; d < dim; ++d) {
-    CHECK(pooled[d] == doctest::Approx(0.5f * init[d]));           // sum, weight 0.5
-    CHECK(pooled[dim + d] == doctest::Approx(init[d]));            // (2 + 1) row / (2 + 1)
+    CHECK(pooled[d] == doctest::Approx(0.5f * init[d]));                   // sum, weight 0.5
+    CHECK(pooled[dim + d] == doctest::Approx(init[d]));                    // (2 + 1) row / (2 + 1)
     CHECK(pooled[2 * dim + d] == doctest::Approx(7 * init_tag[d] / 5.0));  // (3 + 4) / sqrt(25)
   }
   // Gradients: item's row gets 0.5 g0 + (2 + 1)/3 g1, in one update of one row.
@@ -114,8 +115,9 @@ TEST_CASE_FIXTURE(fixture, "features: two features on one table share one row; i
   self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_FIXTURE(fixture, "features: an id batch of another slot count, or with weights that "
-                           "do not fit, fails the pooled request with the reason") {
+TEST_CASE_FIXTURE(fixture,
+                  "features: an id batch of another slot count, or with weights that "
+                  "do not fit, fails the pooled request with the reason") {
   gradient_aggregator_config c;
   c.dim = 2;
   c.slot_pool = {pooling::sum, pooling::mean};

@@ -44,9 +44,9 @@ satrap::text_format_options options_for(std::string_view& input) {
       return s;
     };
     using k = satrap::feature_kind;
-    o.features = {f("u", k::id, "", 0, false), f("i", k::id, "", 0, false),
+    o.features = {f("u", k::id, "", 0, false),        f("i", k::id, "", 0, false),
                   f("h", k::sequence, "i", 3, false), f("t", k::bag, "", 4, false),
-                  f("w", k::bag, "", 0, true), f("p", k::dense, "", 0, false)};
+                  f("w", k::bag, "", 0, true),        f("p", k::dense, "", 0, false)};
     o.label = "y";
   }
   return o;

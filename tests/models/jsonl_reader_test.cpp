@@ -86,10 +86,14 @@ TEST_CASE("jsonl: a line with every kind of feature, by name, in schema order") 
   // Tables in order of first use: user 0, item 1, tags 2, topics 3.
   const uint64_t sku = feature_string_id_hash(1, "sku-42");
   std::vector<std::pair<int, uint64_t>> want = {
-    {0, feature_id_hash(0, 17)}, {1, sku},
-    {2, feature_id_hash(1, 7)},  {2, feature_id_hash(1, 8)},  // hist: the most recent 3
-    {2, sku},                    {3, feature_id_hash(2, 3)},
-    {3, feature_id_hash(2, 9)},  {4, feature_id_hash(3, 7)},
+    {0, feature_id_hash(0, 17)},
+    {1, sku},
+    {2, feature_id_hash(1, 7)},
+    {2, feature_id_hash(1, 8)},  // hist: the most recent 3
+    {2, sku},
+    {3, feature_id_hash(2, 3)},
+    {3, feature_id_hash(2, 9)},
+    {4, feature_id_hash(3, 7)},
     {4, feature_id_hash(3, 11)}};
   CHECK(s.features == want);
   // Weights: 1 for unweighted features, the topics' own.
@@ -163,9 +167,10 @@ TEST_CASE("jsonl: every bad input names its reason, column and feature") {
   check(R"([1, 2])", "bad_json", "a JSON object");
   check(R"({"click": 1, "user": 1, )" + rest + "} {}", "bad_json", "one object per line");
   check(R"({"click": 1, "user": "a)", "bad_json", "closing");
-  check(R"({"click": 1, "user": 1, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], )"
-          + rest + "}",
-        "bad_json", "nested");
+  check(
+    R"({"click": 1, "user": 1, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], )"
+      + rest + "}",
+    "bad_json", "nested");
   // The column is where the problem starts (1-based).
   CHECK(fails(R"({"click": 1, "user": [1], )" + rest + "}").column == 22);
   // A sequence past the hard limit is an error; below it, it is cut to max_length.
@@ -228,8 +233,8 @@ TEST_CASE("jsonl: a JSON lines file through the binary cache: variable bags, wei
   CHECK(other->dir != built->dir);
 
   // Bad lines: fail names file:line:column, reason and feature; skip counts each reason.
-  auto bad = dir.write("b.jsonl", text.substr(0, text.find('\n') + 1)
-                                    + R"({"click": 1, "user": 1})" + "\n" + "not json\n");
+  auto bad = dir.write("b.jsonl", text.substr(0, text.find('\n') + 1) + R"({"click": 1, "user": 1})"
+                                    + "\n" + "not json\n");
   o.files = {bad};
   auto failed = dataset_cache_build(o);
   REQUIRE_FALSE(failed.ok());
@@ -243,4 +248,40 @@ TEST_CASE("jsonl: a JSON lines file through the binary cache: variable bags, wei
   CHECK(skipped->stats.samples == 1);
   CHECK(skipped->stats.skipped.at("missing_feature") == 1);
   CHECK(skipped->stats.skipped.at("bad_json") == 1);
+}
+
+TEST_CASE("libsvm value_weights: several ids of a field are a bag weighted by their values") {
+  scratch dir;
+  auto file = dir.write("a.libsvm", "1 0:0.5 3:2 12:1 15:0\n0 1:1 11:-1.5 13:4\n1 2:1\n");
+  text_format_options f;
+  f.format = text_format::libsvm;
+  f.field_starts = {0, 10};
+  f.value_weights = true;
+  text_sample s;
+  REQUIRE_FALSE(parse_text_line("1 0:0.5 3:2 12:1 15:0", f, s).has_value());
+  CHECK(s.features == std::vector<std::pair<int, uint64_t>>{
+                        {0, slot_id_hash(0, 0)}, {0, slot_id_hash(0, 3)}, {1, slot_id_hash(1, 12)}});
+  CHECK(s.weights == std::vector<float>{0.5f, 2.0f, 1.0f});  // 15:0 is absent, as before
+  dataset_convert_options o;
+  o.format = f;
+  o.files = {file};
+  o.cache_root = (dir.dir / "cache").string();
+  auto built = dataset_cache_build(o);
+  REQUIRE_MESSAGE(built.ok(), built.error());
+  file_source_options fo;
+  fo.shuffle = false;
+  fo.test_fraction = 0.4;
+  auto src = file_source::open(built->dir, "", fo);
+  REQUIRE_MESSAGE(src.ok(), src.error());
+  auto b = (*src)->make_batch(data_split::train, 0, 2);
+  CHECK(b.offsets == std::vector<uint32_t>{0, 2, 3, 4, 6});
+  CHECK(b.weights == std::vector<float>{0.5f, 2.0f, 1.0f, 1.0f, -1.5f, 4.0f});
+  // Without value_weights the same file is another data set, unweighted.
+  o.format.value_weights = false;
+  auto plain = dataset_cache_build(o);
+  REQUIRE(plain.ok());
+  CHECK(plain->dir != built->dir);
+  auto unweighted = file_source::open(plain->dir, "", fo);
+  REQUIRE(unweighted.ok());
+  CHECK((*unweighted)->make_batch(data_split::train, 0, 2).weights.empty());
 }

@@ -154,8 +154,9 @@ TEST_CASE("per-slot weighted pooling: sum, mean and sqrtn values by hand") {
   CHECK(one[0] == doctest::Approx(11.0 / std::sqrt(2.0)));
 }
 
-TEST_CASE("per-slot weighted pooling: gradients match finite differences; unweighted sum/mean "
-          "equal pool_forward_rows bit for bit") {
+TEST_CASE(
+  "per-slot weighted pooling: gradients match finite differences; unweighted sum/mean "
+  "equal pool_forward_rows bit for bit") {
   const int dim = 3;
   // Two samples, two slots: slot 0 mean, slot 1 sqrtn (then sum, sqrtn; then sum, mean).
   std::vector<uint32_t> offsets = {0, 3, 3, 4, 7};

@@ -72,7 +72,8 @@ TEST_CASE("data.features: the printed spec reads back, over the wire too") {
   auto back = job_spec_from_wire(yaml, "wire");
   REQUIRE_MESSAGE(back, error_text(back.error()) << "\n" << yaml);
   CHECK(job_spec_to_yaml(*back) == yaml);
-  CHECK(feature_schema_text(back->data.format.features) == feature_schema_text(spec.data.format.features));
+  CHECK(feature_schema_text(back->data.format.features)
+        == feature_schema_text(spec.data.format.features));
   CHECK(back->data.labels == std::vector<std::string>{"click"});
 }
 
@@ -90,8 +91,8 @@ TEST_CASE("data.features: without them a job is the job it was") {
 
 TEST_CASE("data.features: every mistake is an error naming the feature (and the line)") {
   auto job = [](const std::string& features, const std::string& more = "") {
-    return "data:\n  source: jsonl\n  train_files: [a.jsonl]\n" + more
-           + "  features: " + features + "\n";
+    return "data:\n  source: jsonl\n  train_files: [a.jsonl]\n" + more + "  features: " + features
+           + "\n";
   };
   auto has = [](const std::string& error, const std::string& part) {
     INFO(error);
@@ -120,4 +121,35 @@ TEST_CASE("data.features: every mistake is an error naming the feature (and the 
       "data.features: expected the named features");
   has(error_of("data: {features: [{name: u}]}"), "data.features: expected data.source jsonl");
   has(error_of("data: {labels: [click]}"), "data.labels: expected data.source jsonl");
+}
+
+TEST_CASE("data.value_weights: libsvm / libfm / libffm only") {
+  auto spec = job_spec_defaults();
+  REQUIRE(job_spec_load_text("data: {source: libfm, train_files: [a.libfm], field_starts: [0, 10], "
+                             "value_weights: true}",
+                             "job.yaml", spec)
+          == caf::none);
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  CHECK(spec.data.format.value_weights);
+  auto back = job_spec_from_wire(job_spec_to_yaml(spec), "wire");
+  REQUIRE(back);
+  CHECK(back->data.format.value_weights);
+  CHECK(error_of("data: {source: criteo, train_files: [a.txt], value_weights: true}")
+          .find("data.value_weights: expected data.source libsvm, libfm or libffm")
+        != std::string::npos);
+}
+
+TEST_CASE("data.features: names YAML would misread survive the wire") {
+  auto spec = job_spec_defaults();
+  REQUIRE(job_spec_load_text("data: {source: jsonl, train_files: [a.jsonl], features: "
+                             "[{name: 'null'}, {name: 'true', table: '1e3', kind: bag}]}",
+                             "job.yaml", spec)
+          == caf::none);
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  auto yaml = job_spec_to_yaml(spec);
+  auto back = job_spec_from_wire(yaml, "wire");
+  REQUIRE_MESSAGE(back, error_text(back.error()) << "\n" << yaml);
+  REQUIRE(back->data.format.features.size() == 2);
+  CHECK(back->data.format.features[0].name == "null");
+  CHECK(back->data.format.features[1].table == "1e3");
 }
