@@ -36,9 +36,9 @@ struct text_format_options {
   int slots =
     0;  // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
   std::vector<int64_t>
-    field_starts;           // libsvm: first feature id of each slot, ascending; empty: by position
-  bool value_weights = false;  // libsvm / libffm: a feature's value is its pooling weight
-  feature_schema features;     // jsonl: the named features (feature_schema.hpp)
+    field_starts;  // libsvm: first feature id of each slot, ascending; empty: by position
+  bool value_weights = false;   // libsvm / libffm: a feature's value is its pooling weight
+  feature_schema features;      // jsonl: the named features (feature_schema.hpp)
   std::string label = "label";  // jsonl: the label's name
 };
 
@@ -58,8 +58,8 @@ result<ok_t> text_format_check(const text_format_options& options);
 struct text_sample {
   float label = 0.0f;                              // 0 or 1
   std::vector<std::pair<int, uint64_t>> features;  // (slot, id hashed into the slot's id space)
-  std::vector<float> weights;  // empty, or one pooling weight per feature entry
-  std::vector<float> dense;    // text_format_dense_features values
+  std::vector<float> weights;                      // empty, or one pooling weight per feature entry
+  std::vector<float> dense;                        // text_format_dense_features values
 };
 
 struct parse_error {

@@ -259,8 +259,9 @@ TEST_CASE("libsvm value_weights: several ids of a field are a bag weighted by th
   f.value_weights = true;
   text_sample s;
   REQUIRE_FALSE(parse_text_line("1 0:0.5 3:2 12:1 15:0", f, s).has_value());
-  CHECK(s.features == std::vector<std::pair<int, uint64_t>>{
-                        {0, slot_id_hash(0, 0)}, {0, slot_id_hash(0, 3)}, {1, slot_id_hash(1, 12)}});
+  CHECK(s.features
+        == std::vector<std::pair<int, uint64_t>>{
+          {0, slot_id_hash(0, 0)}, {0, slot_id_hash(0, 3)}, {1, slot_id_hash(1, 12)}});
   CHECK(s.weights == std::vector<float>{0.5f, 2.0f, 1.0f});  // 15:0 is absent, as before
   dataset_convert_options o;
   o.format = f;
