@@ -51,7 +51,7 @@ capnp_payload pooled_grads(int64_t batch, uint32_t slots, uint32_t dim, std::vec
 }  // namespace
 
 TEST_CASE_FIXTURE(fixture,
-                  "features: two features on one table share one row; its gradient is "
+                  "features: two features on one table share one row whose gradient is "
                   "the sum of both uses', through per-slot weighted pooling") {
   const uint32_t dim = 2;
   embedding_shard_config sc;

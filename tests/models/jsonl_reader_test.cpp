@@ -101,7 +101,7 @@ TEST_CASE("jsonl: a line with every kind of feature, by name, in schema order") 
   CHECK(s.weights == weights);
 }
 
-TEST_CASE("jsonl: features naming one table share its ids; the others do not") {
+TEST_CASE("jsonl: features naming one table share its ids, the others do not") {
   auto o = schema();
   jsonl_parser p(o);
   text_sample s;

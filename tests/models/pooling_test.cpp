@@ -155,7 +155,7 @@ TEST_CASE("per-slot weighted pooling: sum, mean and sqrtn values by hand") {
 }
 
 TEST_CASE(
-  "per-slot weighted pooling: gradients match finite differences; unweighted sum/mean "
+  "per-slot weighted pooling: gradients match finite differences, and unweighted sum/mean "
   "equal pool_forward_rows bit for bit") {
   const int dim = 3;
   // Two samples, two slots: slot 0 mean, slot 1 sqrtn (then sum, sqrtn; then sum, mean).
