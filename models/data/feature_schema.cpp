@@ -18,7 +18,7 @@ const char* feature_kind_name(feature_kind k) {
   return "?";
 }
 
-const char* pooling_name(pooling p) {
+const char* feature_pooling_name(pooling p) {
   switch (p) {
     case pooling::sum: return "sum";
     case pooling::mean: return "mean";
@@ -113,7 +113,7 @@ std::string feature_schema_text(const feature_schema& schema) {
     if (!f.table.empty())
       s.append(", table: \"").append(f.table).append("\"");
     if (f.pool_given)
-      s.append(", pooling: ").append(pooling_name(f.pool));
+      s.append(", pooling: ").append(feature_pooling_name(f.pool));
     if (f.max_length != 0)
       s.append(", max_length: ").append(std::to_string(f.max_length));
     if (f.weights)

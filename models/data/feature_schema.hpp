@@ -58,7 +58,7 @@ struct feature_layout {
 };
 
 const char* feature_kind_name(feature_kind k);
-const char* pooling_name(pooling p);
+const char* feature_pooling_name(pooling p);
 
 // Checks the schema (names unique and plain, keys that fit the kind, max_length where needed) and
 // lays it out; `default_pool` is model.pooling. Errors name the feature ("feature 'tags': ...").
