@@ -1,5 +1,7 @@
 #include "runtime/payload_checks.hpp"
 
+#include <cmath>
+
 #include "runtime/error.hpp"
 #include "satrap_schemas/step.capnp.h"
 
@@ -120,6 +122,13 @@ caf::expected<id_batch_view> decode_id_batch(const capnp_payload& p, uint32_t sl
                            + std::to_string(v.offsets[i - 1]) + " then "
                            + std::to_string(v.offsets[i]) + ")");
     SATRAP_CHECK(count(what, "ids", v.ids.size(), v.offsets.back(), "the last offset"));
+    SATRAP_CHECK(blob(what, "weights", in.getWeights(), v.weights));
+    if (!v.weights.empty()) {
+      SATRAP_CHECK(count(what, "weights", v.weights.size(), v.ids.size(), "none or one per id"));
+      for (size_t i = 0; i < v.weights.size(); ++i)
+        if (!std::isfinite(v.weights[i]))
+          return bad(what, "weight " + std::to_string(i) + " is not finite");
+    }
     return v;
   });
 }

@@ -34,6 +34,7 @@ struct id_batch_view {
   uint32_t slots = 0;
   std::span<const uint32_t> offsets;  // size*slots + 1 entries, 0 first, monotone, last = ids
   std::span<const uint64_t> ids;
+  std::span<const float> weights;  // empty, or one finite weight per id
 };
 caf::expected<id_batch_view> decode_id_batch(const capnp_payload& p, uint32_t slots);
 

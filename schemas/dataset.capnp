@@ -1,6 +1,6 @@
 # The binary cache of a text data set (see models/data/dataset_cache.hpp).
 #
-# A text data set (Criteo TSV, libsvm/libfm, libffm; plain or gzip) is converted once into chunk
+# A text data set (Criteo TSV, libsvm/libfm, libffm, JSON lines; plain or gzip) is converted once into chunk
 # files, each one DatasetChunk message of up to `chunk_samples` samples, plus a DatasetManifest
 # written last. Training reads samples from the chunks in place (mmap), by sample number, so any
 # loader can make any batch. Arrays are little-endian `Data` blobs read with one memcpy or in place.
@@ -17,6 +17,8 @@ struct DatasetChunk {
   ids @4 :Data;           # uint64[offsets[last]], hashed into their slot's id space
   dense @5 :Data;         # float32[samples*denseFeatures]
   labels @6 :Data;        # float32[samples], 0 or 1
+  weights @7 :Data;       # float32[offsets[last]]: each id's pooling weight (a weighted data set:
+                          # the manifest's `weighted`), else empty
 }
 
 struct ChunkEntry {
@@ -41,4 +43,5 @@ struct DatasetManifest {
   lines @7 :UInt64;              # text lines read (blank lines included)
   parseSeconds @8 :Float64;      # wall time of the conversion
   textBytes @9 :UInt64;          # bytes of text parsed (uncompressed)
+  weighted @10 :Bool;            # every chunk carries weights (JSON lines with weights: true)
 }

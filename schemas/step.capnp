@@ -18,6 +18,7 @@ struct IdBatch {
   slots @3 :UInt32;
   offsets @4 :Data;       # uint32[size*slots + 1]; bag b = sample*slots + slot
   ids @5 :Data;           # uint64[offsets[last]]
+  weights @6 :Data;       # float32[offsets[last]]: each id's pooling weight; empty: every id weighs 1
 }
 
 # data_loader -> dense_trainer: the dense part of one batch.

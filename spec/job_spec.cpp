@@ -78,6 +78,16 @@ caf::error load_node(const YAML::Node& node, const std::string& prefix, const st
     YAML::Node value = it->second;
     YAML::Node key_node = it->first;
     auto* field = find_field(key);
+    if (field && field->yaml) {
+      YAML::Emitter flow;
+      flow.SetMapFormat(YAML::Flow);
+      flow.SetSeqFormat(YAML::Flow);
+      flow << value;
+      auto message = field->set(spec, flow.c_str());
+      if (!message.empty())
+        return make_error(errc::invalid_config, where(origin, value.Mark()) + ": " + message);
+      continue;
+    }
     if (value.IsMap() && !field) {
       if (auto err = load_node(value, key, origin, spec))
         return err;
@@ -199,6 +209,10 @@ std::string job_spec_to_yaml(const job_spec& spec) {
   auto emit = [&](const job_field& f, const std::string& key) {
     auto value = f.get(spec);
     e << YAML::Key << key << YAML::Value;
+    if (f.yaml) {
+      e << YAML::Load(value);
+      return;
+    }
     if (!f.list) {
       e << value;
       return;

@@ -36,7 +36,14 @@ struct model_spec {
 };
 
 // Where a job's batches come from: the synthetic teacher, or files of one format.
-enum class data_source { synthetic, criteo, libsvm, libfm, libffm };  // libfm = libsvm's format
+enum class data_source {
+  synthetic,
+  criteo,
+  libsvm,
+  libfm,
+  libffm,
+  jsonl
+};  // libfm = libsvm's format
 
 // The key's text ("synthetic", "criteo", ...), for messages.
 const char* data_source_name(data_source s);
@@ -49,7 +56,10 @@ struct data_spec {
   std::vector<std::string> train_files;  // paths or globs of the training data
   std::vector<std::string> test_files;   // paths or globs; empty: hold out reading.test_fraction
   std::vector<std::string> validation_files;  // paths or globs; empty: reading.validation_fraction
-  text_format_options format;  // slots and field_starts (the format follows `source`)
+  // slots and field_starts; jsonl: the named features (data.features) and the label's name
+  // (data.labels); the format follows `source`
+  text_format_options format;
+  std::vector<std::string> labels{"label"};  // data.labels: one label in this version
   on_error_policy on_error =
     on_error_policy::fail;         // a bad line stops the job, or is skipped and counted
   file_source_options reading;     // shuffle, shuffle window, shuffle seed, held-out fraction
@@ -162,6 +172,10 @@ struct job_field {
   // A YAML sequence of sequences; its text form is "[a,b],[c,d]" (or "[[a,b],[c,d]]"), and its
   // flag repeats, one inner list "a,b" per use.
   bool nested = false;
+  // A YAML value of any shape (data.features: a list of maps); its text form is the value as
+  // flow YAML, and `set`'s answer is a whole message (naming the feature) rather than what was
+  // expected.
+  bool yaml = false;
 };
 
 const std::vector<job_field>& job_fields();
@@ -185,6 +199,9 @@ caf::error job_spec_finalize(job_spec& spec);
 int job_data_input_slots(const data_spec& data);
 int job_data_slots(const data_spec& data);
 int job_data_dense_features(const data_spec& data);
+// The pooling of each slot when the data has named features (data.features: a feature's own
+// pooling, else model.pooling); empty without them (every slot pools by model.pooling).
+std::vector<pooling> job_slot_pooling(const job_spec& spec);
 
 // The effective spec as YAML, every key listed; strings quoted as YAML needs. It is also the
 // form in which a spec crosses the wire.

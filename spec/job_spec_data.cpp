@@ -4,6 +4,8 @@
 // job_spec_fields.hpp for how the job spec's files are laid out.)
 #include "spec/job_spec_fields.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 namespace satrap {
 
 const char* data_source_name(data_source s) {
@@ -13,6 +15,7 @@ const char* data_source_name(data_source s) {
     case data_source::libsvm: return "libsvm";
     case data_source::libfm: return "libfm";
     case data_source::libffm: return "libffm";
+    case data_source::jsonl: return "jsonl";
   }
   return "?";
 }
@@ -30,14 +33,109 @@ int job_data_dense_features(const data_spec& d) {
                                             : text_format_dense_features(d.format);
 }
 
+std::vector<pooling> job_slot_pooling(const job_spec& spec) {
+  if (spec.data.format.features.empty())
+    return {};
+  auto layout = feature_schema_layout(spec.data.format.features, spec.model.pool);
+  return layout ? layout->slot_pool : std::vector<pooling>{};
+}
+
 namespace job_spec_detail {
+
+namespace {
+
+// One feature's map; "" or what is wrong with it (without the feature's name).
+std::string parse_feature(const YAML::Node& node, feature_spec& f) {
+  if (!node.IsMap())
+    return "expected a map {name, kind, table, pooling, max_length, weights}";
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    auto key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
+    const auto& v = it->second;
+    if (!v.IsScalar())
+      return key + ": expected a single value";
+    auto text = v.Scalar();
+    std::string want;
+    if (key == "name") {
+      f.name = text;
+    } else if (key == "kind") {
+      want = parse_enum(text, f.kind,
+                        {{"id", feature_kind::id},
+                         {"bag", feature_kind::bag},
+                         {"sequence", feature_kind::sequence},
+                         {"dense", feature_kind::dense}});
+    } else if (key == "table") {
+      f.table = text;
+    } else if (key == "pooling") {
+      want = parse_enum(
+        text, f.pool, {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}});
+      f.pool_given = true;
+    } else if (key == "max_length") {
+      want = parse_int(text, f.max_length, 1, feature_ids_max);
+    } else if (key == "weights") {
+      want = parse_enum(text, f.weights, {{"true", true}, {"false", false}});
+    } else {
+      return "unknown key '" + key
+             + "' (expected name, kind, table, pooling, max_length or weights)";
+    }
+    if (!want.empty())
+      return key + ": expected " + want + ", got '" + text + "'";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string parse_features(const std::string& text, feature_schema& out) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return "data.features: not valid YAML: " + e.msg;
+  }
+  if (root.IsNull()) {
+    out.clear();
+    return "";
+  }
+  if (!root.IsSequence())
+    return "data.features: expected a list of features, e.g. [{name: user, kind: id}, "
+           "{name: tags, kind: bag, pooling: mean}]";
+  if (root.size() > feature_schema_max)
+    return "data.features: expected at most " + std::to_string(feature_schema_max)
+           + " features, got " + std::to_string(root.size());
+  feature_schema v;
+  for (size_t i = 0; i < root.size(); ++i) {
+    feature_spec f;
+    auto want = parse_feature(root[i], f);
+    if (want.empty() && f.name.empty())
+      want = "name: expected the feature's name";
+    if (!want.empty()) {
+      auto who = f.name.empty() ? "data.features[" + std::to_string(i) + "]"
+                                : "data.features: feature '" + f.name + "'";
+      return who + ": " + want;
+    }
+    v.push_back(std::move(f));
+  }
+  if (auto layout = feature_schema_layout(v, pooling::sum); !layout)
+    return layout.error();
+  out = std::move(v);
+  return "";
+}
 
 std::vector<job_field> data_fields() {
   return {
     SATRAP_ENUM_FIELD("data.source", "source", "where batches come from", data.source,
                       {"synthetic", data_source::synthetic}, {"criteo", data_source::criteo},
                       {"libsvm", data_source::libsvm}, {"libfm", data_source::libfm},
-                      {"libffm", data_source::libffm}),
+                      {"libffm", data_source::libffm}, {"jsonl", data_source::jsonl}),
+    job_field{
+      "data.features", "",
+      "jsonl: the named features of a sample, each {name, kind: id|bag|sequence|dense, "
+      "table, pooling: sum|mean|sqrtn, max_length, weights}",
+      [](job_spec& s, const std::string& t) { return parse_features(t, s.data.format.features); },
+      [](const job_spec& s) { return feature_schema_text(s.data.format.features); }, false, false,
+      true},
+    SATRAP_LIST_FIELD("data.labels", "", "jsonl: the label's name (one label in this version)",
+                      data.labels),
     SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
                       data.train_files),
     SATRAP_LIST_FIELD("data.test_files", "test-files",
@@ -65,6 +163,10 @@ std::vector<job_field> data_fields() {
         return show_list(ids, ", ");
       },
       true},
+    SATRAP_ENUM_FIELD("data.value_weights", "",
+                      "libsvm / libfm / libffm: a feature's value is its pooling weight (several "
+                      "ids of one field: a weighted bag); false: any nonzero value is presence",
+                      data.format.value_weights, {"false", false}, {"true", true}),
     job_field{"data.crosses", "cross",
               "feature crosses: each a list of 2 or more sparse slots (e.g. user, item) whose ids "
               "are hashed into one extra slot (flag: one cross A,B per use)",
@@ -113,9 +215,44 @@ std::vector<job_field> data_fields() {
 // The file format follows data.source; checks what the data keys need together.
 caf::error data_finalize(job_spec& spec) {
   auto& d = spec.data;
+  if (d.labels.size() != 1)
+    return bad_spec(
+      "data.labels: expected one label name; several labels (with "
+      "training.task_weights) are not yet supported, got "
+      + std::to_string(d.labels.size()));
+  d.format.label = d.labels[0];
+  if (!d.format.features.empty() || d.source == data_source::jsonl) {
+    if (d.source != data_source::jsonl)
+      return bad_spec(std::string("data.features: expected data.source jsonl (the features of ")
+                      + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
+    if (d.format.features.empty())
+      return bad_spec(
+        "data.features: expected the named features of each JSON line for "
+        "data.source jsonl, e.g. [{name: user, kind: id}, {name: tags, kind: bag}]");
+    if (auto layout = feature_schema_layout(d.format.features, spec.model.pool); !layout)
+      return bad_spec(layout.error());
+    for (auto& f : d.format.features)
+      if (f.name == d.format.label)
+        return bad_spec("data.labels: expected a name that no feature has ('" + d.format.label
+                        + "' is a feature's name)");
+    if (!d.crosses.empty())
+      return bad_spec(
+        "data.crosses: not yet supported with data.features (name a cross as a "
+        "feature of the data instead)");
+  } else if (spec.keys_set.count("data.labels") > 0 && d.labels[0] != "label") {
+    return bad_spec(
+      "data.labels: expected data.source jsonl (the other formats' label is "
+      "their first field)");
+  }
+  if (d.format.value_weights && d.source != data_source::libsvm && d.source != data_source::libfm
+      && d.source != data_source::libffm)
+    return bad_spec(std::string("data.value_weights: expected data.source libsvm, libfm or libffm "
+                                "(their idx:value pairs), got ")
+                    + data_source_name(d.source));
   if (d.source != data_source::synthetic) {
     d.format.format = d.source == data_source::criteo   ? text_format::criteo
                       : d.source == data_source::libffm ? text_format::libffm
+                      : d.source == data_source::jsonl  ? text_format::jsonl
                                                         : text_format::libsvm;
     if (auto format = text_format_check(d.format); !format)
       return bad_spec("data: expected " + format.error() + " for data.source "

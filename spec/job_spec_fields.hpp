@@ -164,6 +164,10 @@ inline std::string show_crosses(const feature_crosses& v) {
   return s + "]";
 }
 
+// data.features: the flow YAML of a list of maps (job_field::yaml); "" or a whole message naming
+// the feature (job_spec_data.cpp).
+std::string parse_features(const std::string& text, feature_schema& out);
+
 template <class E>
 std::string parse_enum(const std::string& text, E& out,
                        std::initializer_list<std::pair<const char*, E>> choices) {

@@ -139,8 +139,15 @@ caf::error batch_bytes_check(const job_spec& spec) {
   double ids_per_slot = spec.data.source == data_source::synthetic
                           ? std::max(1, spec.data.synthetic.ids_per_sample)
                           : 1.0;
-  double per_sample = std::max(
-    {net.slots * ids_per_slot * 8.0, net.slots * net.dim * 4.0, net.dense_features * 4.0 + 8.0});
+  double id_bytes = net.slots * ids_per_slot * 8.0;
+  if (!spec.data.format.features.empty()) {  // named features: their max_length (a bag without
+    id_bytes = 0.0;                          // one counts 1: its size is known only when read)
+    for (auto& f : spec.data.format.features)
+      if (f.kind != feature_kind::dense)
+        id_bytes += std::max(1, f.max_length) * (8.0 + 4.0);  // an id and its weight
+  }
+  double per_sample =
+    std::max({id_bytes, net.slots * net.dim * 4.0, net.dense_features * 4.0 + 8.0});
   double bytes = per_sample * static_cast<double>(spec.training.batch_size);
   if (bytes <= static_cast<double>(batch_message_max_bytes))
     return caf::none;

@@ -47,7 +47,9 @@ void put(capnp::Data::Builder out, const std::vector<T>& xs) {
 capnp_payload make_id_batch(const batch& b, int8_t split) {
   const size_t offset_bytes = b.offsets.size() * sizeof(b.offsets[0]);
   const size_t id_bytes = b.ids.size() * sizeof(b.ids[0]);
-  payload_builder mb(payload_builder::words_for(3, 2, {offset_bytes, id_bytes}), id_bytes);
+  const size_t weight_bytes = b.weights.size() * sizeof(float);
+  payload_builder mb(payload_builder::words_for(3, 3, {offset_bytes, id_bytes, weight_bytes}),
+                     weight_bytes > 0 ? weight_bytes : id_bytes);
   auto out = mb.initRoot<schema::IdBatch>();
   out.setBatch(b.index);
   out.setSplit(schema_split(split));
@@ -55,6 +57,8 @@ capnp_payload make_id_batch(const batch& b, int8_t split) {
   out.setSlots(static_cast<uint32_t>(b.slots));
   put(out.initOffsets(offset_bytes), b.offsets);
   put(out.initIds(id_bytes), b.ids);
+  if (!b.weights.empty())  // (the last blob: written in full)
+    put(out.initWeights(weight_bytes), b.weights);
   return mb.finish();
 }
 

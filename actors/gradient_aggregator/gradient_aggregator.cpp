@@ -26,6 +26,7 @@ struct batch_state {
   uint32_t slots = 0;
   bool have_ids = false;
   std::vector<uint32_t> offsets;
+  std::vector<float> weights;  // empty: every id weighs 1
   dedup_result dedup;
   std::vector<std::vector<uint32_t>> by_shard;  // shard -> positions in dedup.unique
   // Unique id i's row: a pointer into the shard reply that brought it (kept in `replies` until
@@ -73,6 +74,13 @@ void deliver_pooled(aggregator_state& st, int64_t key) {
   }
 }
 
+// Each slot's pooling (one entry: every slot's).
+std::span<const pooling> slot_pooling(const gradient_aggregator_config& c) {
+  if (c.slot_pool.empty())
+    return {&c.pool, 1};
+  return c.slot_pool;
+}
+
 void pool_batch(aggregator_state& st, batch_state& b) {
   auto dim = static_cast<uint32_t>(st.config.dim);
   SATRAP_ASSERT(b.have_ids && b.lookups_left == 0 && !b.pooled
@@ -90,8 +98,12 @@ void pool_batch(aggregator_state& st, batch_state& b) {
   out.setSlots(b.slots);
   out.setDim(dim);
   auto values = out.initValues(bytes);
-  pool_forward_rows(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.row_of,
-                    reinterpret_cast<float*>(values.begin()));
+  auto* pooled = reinterpret_cast<float*>(values.begin());
+  if (st.config.slot_pool.empty() && b.weights.empty())
+    pool_forward_rows(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, b.row_of, pooled);
+  else
+    pool_forward_rows_slots(slot_pooling(st.config), b.weights, st.config.dim, b.offsets,
+                            b.dedup.inverse, b.row_of, pooled);
   b.pooled = mb.finish();
   b.row_of = {};  // rows are not needed for the backward pass
   b.replies = {};
@@ -160,6 +172,20 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
       deliver_pooled(st, key);
     return;
   }
+  if (!st.config.slot_pool.empty() && in->slots != st.config.slot_pool.size()) {
+    spdlog::error("aggregator_bad_ids aggregator={} batch={} slots={} expected={}", st.config.index,
+                  in->batch, in->slots, st.config.slot_pool.size());
+    auto key = batch_key(in->batch, in->split);
+    auto& b = st.batches[key];
+    b.batch = in->batch;
+    b.split = in->split;
+    b.failure = make_error(errc::invalid_payload, "id batch " + std::to_string(in->batch) + ": "
+                                                    + std::to_string(in->slots)
+                                                    + " slots, the job's features have "
+                                                    + std::to_string(st.config.slot_pool.size()));
+    deliver_pooled(st, key);
+    return;
+  }
   auto key = batch_key(in->batch, in->split);
   auto& b = st.batches[key];
   b.batch = in->batch;
@@ -168,6 +194,7 @@ void on_ids(self_ptr self, const capnp_payload& msg) {
   b.slots = in->slots;
   b.have_ids = true;
   b.offsets.assign(in->offsets.begin(), in->offsets.end());
+  b.weights.assign(in->weights.begin(), in->weights.end());
   b.dedup = dedup_ids(in->ids);
   auto shards = st.config.shards.size();
   b.by_shard.assign(shards, {});
@@ -269,8 +296,12 @@ caf::typed_response_promise<int64_t> on_grads(self_ptr self, const capnp_payload
     b.offsets.size() == size_t{b.size} * b.slots + 1 && b.offsets.back() == b.dedup.inverse.size(),
     "batch={} offsets={} size={} slots={}", b.batch, b.offsets.size(), b.size, b.slots);
   std::vector<float> grad_unique(b.dedup.unique.size() * dim, 0.0f);
-  pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, in->values.data(),
-                grad_unique.data());
+  if (st.config.slot_pool.empty() && b.weights.empty())
+    pool_backward(st.config.pool, st.config.dim, b.offsets, b.dedup.inverse, in->values.data(),
+                  grad_unique.data());
+  else
+    pool_backward_slots(slot_pooling(st.config), b.weights, st.config.dim, b.offsets,
+                        b.dedup.inverse, in->values.data(), grad_unique.data());
   auto push = std::make_shared<push_state>();
   push->promise = promise;
   for (uint32_t s = 0; s < b.by_shard.size(); ++s)

@@ -2,7 +2,11 @@
 //
 // Protocol (payloads from schemas/step.capnp):
 //   ids(IdBatch)               from a data_loader: de-duplicate the ids, look them up on their
-//                              owning shards (ids -> virtual partitions -> shards), pool them.
+//                              owning shards (ids -> virtual partitions -> shards), pool them
+//                              (each slot by its pooling, with the batch's per-id weights when
+//                              it carries them). Ids of features that share a table are one id
+//                              space, so a row used by several features is looked up once and
+//                              its gradient is the sum of every use's.
 //   pooled(batch, split)       -> PooledEmbeddings of that batch, as soon as they are ready.
 //   grads(PooledGradients)     scatter onto the unique ids, sum per id, push to the shards;
 //                              replies with the number of rows updated once every shard has
@@ -34,9 +38,10 @@ using gradient_aggregator_actor =
 // (Its own timer, the shard requests' deadlines, is on a private extension: gradient_aggregator.cpp.)
 
 struct gradient_aggregator_config {
-  int32_t index = 0;                                // index of this aggregator in the job
-  int32_t dim = 16;                                 // embedding size
-  pooling pool = pooling::sum;                      // how a bag's rows become one vector
+  int32_t index = 0;               // index of this aggregator in the job
+  int32_t dim = 16;                // embedding size
+  pooling pool = pooling::sum;     // how a bag's rows become one vector
+  std::vector<pooling> slot_pool;  // per slot (named features, job_slot_pooling); empty: `pool`
   std::vector<embedding_shard_actor> shards;        // every shard of the job
   partition_map partitions;                         // id -> shard
   caf::duration timeout{std::chrono::seconds(60)};  // per request to a shard

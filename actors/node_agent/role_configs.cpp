@@ -22,6 +22,7 @@ gradient_aggregator_config aggregator_config(const job_spec& spec, int32_t index
   c.index = index;
   c.dim = spec.model.network.dim;
   c.pool = spec.model.pool;
+  c.slot_pool = job_slot_pooling(spec);
   c.partitions = partition_map::uniform(static_cast<uint32_t>(spec.placement.partitions),
                                         static_cast<uint32_t>(shards.size()));
   c.shards = std::move(shards);

@@ -15,9 +15,10 @@ struct batch {
   int slots = 0;
   int dense_features = 0;
   std::vector<uint32_t> offsets;
-  std::vector<uint64_t> ids;  // 64-bit ids, already hashed into their slot's id space
-  std::vector<float> dense;   // size x dense_features, row-major
-  std::vector<float> labels;  // size, 0 or 1
+  std::vector<uint64_t> ids;   // 64-bit ids, already hashed into their table's id space
+  std::vector<float> weights;  // empty (every id weighs 1), or ids.size() pooling weights
+  std::vector<float> dense;    // size x dense_features, row-major
+  std::vector<float> labels;   // size, 0 or 1
   std::vector<float>
     probs;  // size, the teacher's true click probability (synthetic data only; else empty)
 };

@@ -53,11 +53,12 @@ capnp::ReaderOptions big_reader() {
 
 }  // namespace
 
-chunk_builder::chunk_builder(int slots, int dense_features)
-    : slots_(slots), dense_features_(dense_features) {}
+chunk_builder::chunk_builder(int slots, int dense_features, bool weighted)
+    : slots_(slots), dense_features_(dense_features), weighted_(weighted) {}
 
 void chunk_builder::add(const text_sample& s) {
-  SATRAP_ASSERT(static_cast<int>(s.dense.size()) == dense_features_);
+  SATRAP_ASSERT(static_cast<int>(s.dense.size()) == dense_features_
+                && (s.weights.empty() || s.weights.size() == s.features.size()));
   order_.resize(s.features.size());
   std::iota(order_.begin(), order_.end(), 0);
   std::stable_sort(order_.begin(), order_.end(),
@@ -65,10 +66,16 @@ void chunk_builder::add(const text_sample& s) {
   size_t k = 0;
   for (int slot = 0; slot < slots_; ++slot) {
     auto before = ids_.size();
-    for (; k < order_.size() && s.features[order_[k]].first == slot; ++k)
+    for (; k < order_.size() && s.features[order_[k]].first == slot; ++k) {
       ids_.push_back(s.features[order_[k]].second);
-    if (ids_.size() == before)
+      if (weighted_)
+        weights_.push_back(s.weights.empty() ? 1.0f : s.weights[static_cast<size_t>(order_[k])]);
+    }
+    if (ids_.size() == before) {
       ids_.push_back(missing_id(slot));
+      if (weighted_)
+        weights_.push_back(1.0f);
+    }
     offsets_.push_back(static_cast<uint32_t>(ids_.size()));
   }
   SATRAP_ASSERT(k == order_.size());
@@ -86,8 +93,11 @@ result<ok_t> chunk_builder::write(const std::string& path) {
   c.setIds(blob(ids_));
   c.setDense(blob(dense_));
   c.setLabels(blob(labels_));
+  if (weighted_)
+    c.setWeights(blob(weights_));
   auto written = write_message(path, mb);
   offsets_.assign(1, 0);
+  weights_.clear();
   ids_.clear();
   dense_.clear();
   labels_.clear();
@@ -116,6 +126,7 @@ result<ok_t> manifest_write(const std::string& dir, const dataset_manifest& m) {
   out.setLines(m.stats.lines);
   out.setParseSeconds(m.stats.parse_seconds);
   out.setTextBytes(m.stats.text_bytes);
+  out.setWeighted(m.weighted);
   auto tmp = dir + "/manifest.bin.tmp";
   if (auto written = write_message(tmp, mb); !written)
     return written;
@@ -150,6 +161,7 @@ result<dataset_manifest> manifest_read(const std::string& dir) {
     m.stats.lines = in.getLines();
     m.stats.parse_seconds = in.getParseSeconds();
     m.stats.text_bytes = in.getTextBytes();
+    m.weighted = in.getWeighted();
   } catch (const kj::Exception&) {
     ::close(fd);
     return unreadable();
@@ -221,6 +233,11 @@ result<ok_t> chunk_store::map_chunk(const std::string& path, mapped_chunk& c) co
     c.ids = view<uint64_t>(in.getIds(), c.offsets[n * static_cast<size_t>(slots())]);
     if (!c.ids)
       return bad();
+    if (weighted()) {
+      c.weights = view<float>(in.getWeights(), c.offsets[n * static_cast<size_t>(slots())]);
+      if (!c.weights)
+        return bad();
+    }
   } catch (const kj::Exception&) {
     return bad();
   }
@@ -244,6 +261,8 @@ void chunk_store::append_sample(int64_t i, batch& b) const {
   for (size_t s = 1; s <= slots; ++s)
     b.offsets.push_back(base + c.offsets[row * slots + s] - first);
   b.ids.insert(b.ids.end(), c.ids + first, c.ids + last);
+  if (c.weights)
+    b.weights.insert(b.weights.end(), c.weights + first, c.weights + last);
   auto d = static_cast<size_t>(dense_features());
   b.dense.insert(b.dense.end(), c.dense + row * d, c.dense + (row + 1) * d);
   b.labels.push_back(c.labels[row]);

@@ -20,8 +20,11 @@ constexpr uint32_t dataset_cache_version = 1;
 
 class chunk_builder {
  public:
-  chunk_builder(int slots, int dense_features);
-  // Appends a parsed sample: its features grouped by slot; an empty slot gets its missing id.
+  // weighted: the chunk carries a weight per id (a sample's weights, or 1 for each id of a
+  // sample without them; a missing id weighs 1).
+  chunk_builder(int slots, int dense_features, bool weighted = false);
+  // Appends a parsed sample: its features grouped by slot (in their order within a slot); an
+  // empty slot gets its missing id.
   void add(const text_sample& sample);
   uint32_t samples() const { return static_cast<uint32_t>(labels_.size()); }
   // Writes the chunk to `path` and clears the builder.
@@ -29,7 +32,9 @@ class chunk_builder {
 
  private:
   int slots_, dense_features_;
+  bool weighted_;
   std::vector<uint32_t> offsets_{0};
+  std::vector<float> weights_;
   std::vector<uint64_t> ids_;
   std::vector<float> dense_;
   std::vector<float> labels_;
@@ -45,6 +50,7 @@ struct dataset_manifest {
   std::string key;
   int slots = 0;
   int dense_features = 0;
+  bool weighted = false;  // chunks carry per-id weights
   std::vector<manifest_chunk> chunks;
   dataset_stats stats;
 };
@@ -65,8 +71,10 @@ class chunk_store {
   int64_t samples() const { return starts_.back(); }
   int slots() const { return manifest_.slots; }
   int dense_features() const { return manifest_.dense_features; }
+  bool weighted() const { return manifest_.weighted; }
   const dataset_stats& stats() const { return manifest_.stats; }
-  // Appends sample `i` (0 <= i < samples(), manifest order) to `b` (offsets must hold >= 1 entry).
+  // Appends sample `i` (0 <= i < samples(), manifest order) to `b` (offsets must hold >= 1
+  // entry); a weighted store appends its ids' weights to b.weights too.
   void append_sample(int64_t i, batch& b) const;
 
  private:
@@ -78,6 +86,7 @@ class chunk_store {
     const uint64_t* ids = nullptr;
     const float* dense = nullptr;
     const float* labels = nullptr;
+    const float* weights = nullptr;  // weighted stores only
   };
   chunk_store() = default;
   result<ok_t> map_chunk(const std::string& path, mapped_chunk& c) const;

@@ -2,6 +2,7 @@
 
 #include "models/data/cache_lock.hpp"
 #include "models/data/chunk_store.hpp"
+#include "models/data/jsonl_format.hpp"
 #include "models/data/line_reader.hpp"
 #include "models/embedding/id_map.hpp"
 
@@ -29,6 +30,16 @@ struct file_result {
   std::optional<model_error> error;  // fail policy: the first bad line (bad_input); or an I/O error
 };
 
+// Whether the cache carries per-id weights: JSON lines with a weighted feature.
+bool dataset_weighted(const text_format_options& f) {
+  if (f.format == text_format::libsvm || f.format == text_format::libffm)
+    return f.value_weights;
+  if (f.format != text_format::jsonl)
+    return false;
+  auto layout = feature_schema_layout(f.features, pooling::sum);
+  return layout && layout->weighted;
+}
+
 std::string options_key(const dataset_convert_options& o) {
   std::string key = "v";
   auto add = [&key](const std::string& name, const std::string& value) {
@@ -42,6 +53,12 @@ std::string options_key(const dataset_convert_options& o) {
   add("starts", "");
   for (auto s : o.format.field_starts)
     key.append(std::to_string(s)).append(",");
+  if (o.format.value_weights)  // (only when set: older keys stay as they were)
+    add("value_weights", "true");
+  if (o.format.format == text_format::jsonl) {  // (only then: older keys stay as they were)
+    add("features", feature_schema_text(o.format.features));
+    add("label", o.format.label);
+  }
   for (auto& f : o.files) {
     struct stat st {};
     ::stat(f.c_str(), &st);
@@ -81,7 +98,12 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     r.error = make_input_error(path + ": cannot open: " + in.error());
     return r;
   }
-  chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format));
+  const bool jsonl = o.format.format == text_format::jsonl;
+  chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format),
+                      dataset_weighted(o.format));
+  std::optional<jsonl_parser> json;
+  if (jsonl)
+    json.emplace(o.format);
   auto flush = [&] {
     std::string name = "f";
     name.append(std::to_string(index)).append("-c").append(std::to_string(r.chunks.size()));
@@ -100,6 +122,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
     auto err =
       in.truncated() ? std::optional<parse_error>(parse_error{
         1, "line_too_long", "a line of at most " + std::to_string(text_line_bytes_max) + " bytes"})
+      : json         ? json->parse(line, sample)
                      : parse_text_line(line, o.format, sample);
     if (err) {
       if (o.on_error == on_error_policy::fail) {
@@ -180,6 +203,7 @@ result<ok_t> convert_into(const dataset_convert_options& o, const std::string& d
                           dataset_manifest& m, cached_dataset& out) {
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
+  m.weighted = dataset_weighted(o.format);
   auto start = o.environment->steady_now();
   if (auto converted = convert_all(o, dir, m); !converted)
     return converted.failure();

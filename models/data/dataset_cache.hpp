@@ -1,5 +1,5 @@
-// The binary cache of a text data set: converts text files (Criteo, libsvm/libfm, libffm; plain
-// or gzip) once into Cap'n Proto chunk files plus a manifest (schemas/dataset.capnp), so later
+// The binary cache of a text data set: converts text files (Criteo, libsvm/libfm, libffm, JSON
+// lines; plain or gzip) once into Cap'n Proto chunk files plus a manifest (schemas/dataset.capnp), so later
 // runs and epochs read binary samples in place instead of parsing text.
 //
 // The cache of a file list lives in <cache_root>/<key>/, where the key hashes the files (absolute

@@ -31,7 +31,8 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
       return test.failure();
     src->test_ = std::move(test.value());
     if (src->test_->slots() != src->train_->slots()
-        || src->test_->dense_features() != src->train_->dense_features())
+        || src->test_->dense_features() != src->train_->dense_features()
+        || src->test_->weighted() != src->train_->weighted())
       return make_model_error("the test files' samples differ in shape from the training files'");
     src->train_view_ = {src->train_.get(), 0, total};
     src->test_view_ = {src->test_.get(), 0, src->test_->samples()};
@@ -42,7 +43,8 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
       return valid.failure();
     src->valid_ = std::move(valid.value());
     if (src->valid_->slots() != src->train_->slots()
-        || src->valid_->dense_features() != src->train_->dense_features())
+        || src->valid_->dense_features() != src->train_->dense_features()
+        || src->valid_->weighted() != src->train_->weighted())
       return make_model_error(
         "the validation files' samples differ in shape from the training files'");
     src->valid_view_ = {src->valid_.get(), 0, src->valid_->samples()};

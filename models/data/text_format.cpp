@@ -1,6 +1,7 @@
 #include "models/data/text_format.hpp"
 
 #include "models/data/batch.hpp"
+#include "models/data/jsonl_format.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -61,12 +62,21 @@ std::optional<parse_error> parse_svm_label(sv line, sv token, float& label) {
   return std::nullopt;
 }
 
-std::optional<parse_error> parse_feature_value(sv line, sv text, bool& present) {
+std::optional<parse_error> parse_feature_value(sv line, sv text, bool& present, float& value) {
   double v = 0;
-  if (!parse_float(text, v))
+  if (!parse_float(text, v) || std::fabs(v) > 3.0e38)
     return error_at(line, text.data(), "bad_value", "a finite number after ':'");
   present = v != 0.0;
+  value = static_cast<float>(v);
   return std::nullopt;
+}
+
+// Appends a present feature (and its weight, with value_weights).
+void add_feature(const text_format_options& o, text_sample& out, int slot, uint64_t idx,
+                 float value) {
+  out.features.emplace_back(slot, slot_id_hash(slot, idx));
+  if (o.value_weights)
+    out.weights.push_back(value);
 }
 
 // The label that opens a libsvm / libffm line.
@@ -92,7 +102,8 @@ std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, t
     if (!parse_uint(token.substr(0, colon), idx) || idx >= (uint64_t{1} << 62))
       return error_at(line, token.data(), "bad_index", "a feature index in [0, 2^62)");
     bool present = false;
-    if (auto e = parse_feature_value(line, token.substr(colon + 1), present))
+    float value = 0.0f;
+    if (auto e = parse_feature_value(line, token.substr(colon + 1), present, value))
       return e;
     int slot = position++;
     if (!o.field_starts.empty()) {
@@ -108,7 +119,7 @@ std::optional<parse_error> parse_libsvm(sv line, const text_format_options& o, t
                       "at most " + std::to_string(slots) + " features (data.slots)");
     }
     if (present)
-      out.features.emplace_back(slot, slot_id_hash(slot, idx));
+      add_feature(o, out, slot, idx, value);
   }
   out.dense.assign(1, 1.0f);
   return std::nullopt;
@@ -133,10 +144,11 @@ std::optional<parse_error> parse_libffm(sv line, const text_format_options& o, t
     if (!parse_uint(idx_text, idx) || idx >= (uint64_t{1} << 62))
       return error_at(line, idx_text.data(), "bad_index", "a feature index in [0, 2^62)");
     bool present = false;
-    if (auto e = parse_feature_value(line, token.substr(c2 + 1), present))
+    float value = 0.0f;
+    if (auto e = parse_feature_value(line, token.substr(c2 + 1), present, value))
       return e;
     if (present)
-      out.features.emplace_back(field, slot_id_hash(field, idx));
+      add_feature(o, out, field, idx, value);
   }
   out.dense.assign(1, 1.0f);
   return std::nullopt;
@@ -205,17 +217,37 @@ int text_format_slots(const text_format_options& o) {
     case text_format::libsvm:
       return o.field_starts.empty() ? o.slots : static_cast<int>(o.field_starts.size());
     case text_format::libffm: return o.slots;
+    case text_format::jsonl: {
+      auto layout = feature_schema_layout(o.features, pooling::sum);
+      return layout ? layout->slots : 0;
+    }
   }
   return 0;
 }
 
 int text_format_dense_features(const text_format_options& o) {
+  if (o.format == text_format::jsonl) {
+    auto layout = feature_schema_layout(o.features, pooling::sum);
+    return layout && layout->dense > 0 ? layout->dense : 1;
+  }
   return o.format == text_format::criteo ? criteo_dense_features : 1;
 }
 
 result<ok_t> text_format_check(const text_format_options& o) {
   if (o.format == text_format::criteo)
     return ok_t{};
+  if (o.format == text_format::jsonl) {
+    if (o.features.empty())
+      return make_input_error(
+        "data.features (the named features of each JSON line) for jsonl data");
+    if (auto layout = feature_schema_layout(o.features, pooling::sum); !layout)
+      return layout.failure();
+    for (auto& f : o.features)
+      if (f.name == o.label)
+        return make_input_error("data.labels: a name that no feature has ('" + o.label
+                                + "' is a feature)");
+    return ok_t{};
+  }
   if (!o.field_starts.empty()) {
     if (o.format != text_format::libsvm)
       return make_input_error("data.field_starts only for libsvm / libfm data");
@@ -237,6 +269,7 @@ uint64_t missing_id(int slot) { return slot_id_hash(-1 - slot, 0x6d697373696e67U
 std::optional<parse_error> parse_text_line(sv line, const text_format_options& options,
                                            text_sample& out) {
   out.features.clear();
+  out.weights.clear();
   out.dense.clear();
   out.label = 0.0f;
   if (!line.empty() && line.back() == '\r')
@@ -248,6 +281,10 @@ std::optional<parse_error> parse_text_line(sv line, const text_format_options& o
     case text_format::criteo: return parse_criteo(line, out);
     case text_format::libsvm: return parse_libsvm(line, options, out);
     case text_format::libffm: return parse_libffm(line, options, out);
+    case text_format::jsonl: {
+      jsonl_parser parser(options);  // (a reader keeps one parser for all its lines)
+      return parser.parse(line, out);
+    }
   }
   return std::nullopt;
 }

@@ -1,4 +1,5 @@
-// Line parsers of the text data formats: Criteo TSV, libsvm / libfm, libffm.
+// Line parsers of the text data formats: Criteo TSV, libsvm / libfm, libffm (here), JSON lines
+// (jsonl_format.hpp, by the feature schema of feature_schema.hpp).
 //
 //   criteo  label \t I1..I13 \t C1..C26: label 0 or 1; 13 integer counts (dense, log(1+x), a
 //           negative or missing count reads 0); 26 hexadecimal categories (a missing one gets its
@@ -8,13 +9,15 @@
 //           e.g. Frappe's) or, without them, by position (the i-th feature to slot i).
 //   libffm  label field:idx:val ...: the field is the slot.
 // Values of libsvm/libffm features are presence: 0 drops the feature, any other finite number
-// keeps it (embeddings are pooled unweighted). A slot left empty gets its missing id, so no bag is
+// keeps it (embeddings are pooled unweighted); with value_weights (data.value_weights) the value is
+// the id's pooling weight (sample.weights), so several ids of one field are a weighted bag. A slot left empty gets its missing id, so no bag is
 // empty. Separators are spaces or tabs; a trailing '\r' (CRLF files) is tolerated.
 // Errors name the 1-based byte column, a short fixed reason (counted under on_error: skip) and
 // what was expected.
 // Threading: pure functions over one line; options are read-only.
 #pragma once
 
+#include "models/data/feature_schema.hpp"
 #include "models/result.hpp"
 
 #include <cstdint>
@@ -26,7 +29,7 @@
 
 namespace satrap {
 
-enum class text_format { criteo, libsvm, libffm };
+enum class text_format { criteo, libsvm, libffm, jsonl };
 
 struct text_format_options {
   text_format format = text_format::libsvm;  // how a line is laid out
@@ -34,6 +37,9 @@ struct text_format_options {
     0;  // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
   std::vector<int64_t>
     field_starts;  // libsvm: first feature id of each slot, ascending; empty: by position
+  bool value_weights = false;   // libsvm / libffm: a feature's value is its pooling weight
+  feature_schema features;      // jsonl: the named features (feature_schema.hpp)
+  std::string label = "label";  // jsonl: the label's name
 };
 
 constexpr int criteo_dense_features = 13;
@@ -52,6 +58,7 @@ result<ok_t> text_format_check(const text_format_options& options);
 struct text_sample {
   float label = 0.0f;                              // 0 or 1
   std::vector<std::pair<int, uint64_t>> features;  // (slot, id hashed into the slot's id space)
+  std::vector<float> weights;                      // empty, or one pooling weight per feature entry
   std::vector<float> dense;                        // text_format_dense_features values
 };
 

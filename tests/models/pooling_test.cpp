@@ -1,4 +1,4 @@
-// Id de-duplication and bag pooling (sum / mean), forward values and gradients.
+// Id de-duplication and bag pooling (sum / mean / sqrtn, per slot, weighted), values and gradients.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -119,5 +119,79 @@ TEST_CASE("pool_forward_rows (a pointer per unique row) equals pool_forward at e
                 == doctest::Approx(sum).epsilon(1e-5));
         }
     }
+  }
+}
+
+TEST_CASE("per-slot weighted pooling: sum, mean and sqrtn values by hand") {
+  const int dim = 2;
+  std::vector<float> rows = {1, 2, 10, 20};
+  std::vector<const float*> ptrs = {rows.data(), rows.data() + 2};
+  // One sample, three slots (sum, mean, sqrtn), each the bag {0, 1} with weights 3 and 4.
+  std::vector<pooling> slots = {pooling::sum, pooling::mean, pooling::sqrtn};
+  std::vector<uint32_t> offsets = {0, 2, 4, 6}, inverse = {0, 1, 0, 1, 0, 1};
+  std::vector<float> w = {3, 4, 3, 4, 3, 4};
+  std::vector<float> out(3 * dim, -1.0f);
+  pool_forward_rows_slots(slots, w, dim, offsets, inverse, ptrs, out.data());
+  CHECK(out[0] == 43.0f);  // 3*1 + 4*10
+  CHECK(out[1] == 86.0f);
+  CHECK(out[2] == doctest::Approx(43.0 / 7.0));  // / (3 + 4)
+  CHECK(out[4] == doctest::Approx(43.0 / 5.0));  // / sqrt(9 + 16)
+  // Unweighted: mean / n, sqrtn / sqrt(n).
+  pool_forward_rows_slots(slots, {}, dim, offsets, inverse, ptrs, out.data());
+  CHECK(out[0] == 11.0f);
+  CHECK(out[2] == doctest::Approx(5.5));
+  CHECK(out[4] == doctest::Approx(11.0 / std::sqrt(2.0)));
+  // Weights that sum to 0 under mean pool to zeros, not infinities.
+  std::vector<float> zero = {1, -1, 1, -1, 1, -1};
+  pool_forward_rows_slots(slots, zero, dim, offsets, inverse, ptrs, out.data());
+  CHECK(out[2] == 0.0f);
+  CHECK(out[3] == 0.0f);
+  // The same unweighted sqrtn through pool_forward (one mode).
+  std::vector<float> rows_flat = {1, 2, 10, 20}, one(dim);
+  std::vector<uint32_t> one_bag = {0, 2};
+  pool_forward(pooling::sqrtn, dim, one_bag, std::vector<uint32_t>{0, 1}, rows_flat.data(),
+               one.data());
+  CHECK(one[0] == doctest::Approx(11.0 / std::sqrt(2.0)));
+}
+
+TEST_CASE(
+  "per-slot weighted pooling: gradients match finite differences, and unweighted sum/mean "
+  "equal pool_forward_rows bit for bit") {
+  const int dim = 3;
+  // Two samples, two slots: slot 0 mean, slot 1 sqrtn (then sum, sqrtn; then sum, mean).
+  std::vector<uint32_t> offsets = {0, 3, 3, 4, 7};
+  std::vector<uint32_t> inverse = {0, 1, 0, 2, 3, 1, 1};
+  auto w = random_vector(7, 71);
+  for (auto& x : w)
+    x += 1.5f;  // positive weights, away from a zero divisor
+  for (auto slots : {std::vector<pooling>{pooling::mean, pooling::sqrtn},
+                     std::vector<pooling>{pooling::sum, pooling::sqrtn},
+                     std::vector<pooling>{pooling::sum, pooling::mean}}) {
+    for (bool weighted : {false, true}) {
+      std::span<const float> ws = weighted ? std::span<const float>(w) : std::span<const float>();
+      auto rows = random_vector(4 * dim, 51);
+      auto r = random_vector(4 * dim, 52);
+      std::vector<float> out(4 * dim), grad(4 * dim, 0.0f);
+      std::vector<const float*> ptrs(4);
+      pool_backward_slots(slots, ws, dim, offsets, inverse, r.data(), grad.data());
+      auto loss = [&] {
+        for (size_t u = 0; u < 4; ++u)
+          ptrs[u] = rows.data() + u * dim;
+        pool_forward_rows_slots(slots, ws, dim, offsets, inverse, ptrs, out.data());
+        return weighted_sum(out, r);
+      };
+      check_gradient(loss, rows, grad, 1e-2f, 1e-4, 1e-3);
+    }
+  }
+  // One mode for every slot, no weights: the same bits as the single-mode path.
+  for (pooling mode : {pooling::sum, pooling::mean}) {
+    auto rows = random_vector(4 * dim, 53);
+    std::vector<const float*> ptrs = {rows.data(), rows.data() + dim, rows.data() + 2 * dim,
+                                      rows.data() + 3 * dim};
+    std::vector<float> a(4 * dim), b(4 * dim);
+    std::vector<pooling> one = {mode};
+    pool_forward_rows(mode, dim, offsets, inverse, ptrs, a.data());
+    pool_forward_rows_slots(one, {}, dim, offsets, inverse, ptrs, b.data());
+    CHECK(a == b);
   }
 }
