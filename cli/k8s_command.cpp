@@ -54,6 +54,13 @@ void k8s_command::add_to(CLI::App& app) {
                  "job file for the satrap-submit Job (without it the Job "
                  "is suspended and holds the default job)")
     ->check(CLI::ExistingFile);
+  sub_->add_option("--status-from", status_from_,
+                   "CIDR from which the head's status port may be reached, besides the "
+                   "cluster's pods (NetworkPolicy; repeat for more)");
+  sub_->add_option("--head-storage-class", head_storage_class_,
+                   "storage class of the head's state claim (default: the cluster's default)");
+  sub_->add_option("--head-state-size", head_state_size_, "size of the head's state claim")
+    ->capture_default_str();
   sub_->add_option("-o,--output", output_, "write to FILE instead of stdout");
 }
 
@@ -68,6 +75,9 @@ int k8s_command::run() {
   o.ns = namespace_;
   o.flavor = flavor_ == "podman" ? k8s_flavor::podman : k8s_flavor::kubernetes;
   o.source = manifest_file_;
+  o.status_from = status_from_;
+  o.head_storage_class = head_storage_class_;
+  o.head_state_size = head_state_size_;
   o.secrets = secrets_ == "only"       ? k8s_secrets::only
               : secrets_ == "external" ? k8s_secrets::external
                                        : k8s_secrets::include;

@@ -38,13 +38,30 @@ obj renderer::env() const {
      {{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}}});
 }
 
+// Pod Security "restricted": non-root, no privilege escalation, every capability dropped, the
+// runtime's default seccomp profile; besides, a read-only root file system (satrap writes only
+// to its volumes: the state dir and /tmp). podman's kube play (4.3) gets the same but seccomp,
+// which it takes from its own annotations.
 obj renderer::pod_security() const {
-  return {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}};
+  obj s{{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}};
+  if (!podman)
+    s["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  return s;
 }
 
 obj renderer::container_security() const {
-  return {{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", obj::array({"ALL"})}}}};
+  obj s{{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", obj::array({"ALL"})}}}};
+  if (!podman) {
+    s["readOnlyRootFilesystem"] = true;
+    s["runAsNonRoot"] = true;
+    s["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  }
+  return s;
 }
+
+obj renderer::tmp_volume() const { return {{"name", "tmp"}, {"emptyDir", obj::object()}}; }
+
+obj renderer::tmp_mount() const { return {{"name", "tmp"}, {"mountPath", "/tmp"}}; }
 
 obj renderer::resources(const std::string& cpu, const std::string& memory, int32_t gpus) const {
   obj r{{"cpu", cpu}, {"memory", memory}};
@@ -149,6 +166,8 @@ caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
     for (auto& d : r.node_objects(*groups))
       docs.push_back(d);
     for (auto& d : r.job_objects())
+      docs.push_back(d);
+    for (auto& d : r.policy_objects())
       docs.push_back(d);
   }
   std::ostringstream os;

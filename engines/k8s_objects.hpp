@@ -71,6 +71,11 @@ struct k8s_options {
   std::string head_cpu = "2";  // the head's requests and limits
   std::string head_memory = "4Gi";
   int node_wait_s = 600;  // how long a node keeps trying to reach the head
+  // Flavor kubernetes: the head's state claim (ReadWriteOnce; "" class = the cluster's default)
+  // and where the status port may be reached from besides the cluster's pods (CIDRs).
+  std::string head_state_size = "1Gi";
+  std::string head_storage_class;
+  std::vector<std::string> status_from;
   int termination_grace_s = 30;
 };
 

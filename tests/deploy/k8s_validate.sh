@@ -32,6 +32,17 @@ grep -q "kind: Secret" "$work/secrets-only.yaml" && grep -q "BEGIN CERTIFICATE" 
   || { echo "k8s_validate: FAIL: --secrets only rendered no certificate Secret" >&2; exit 1; }
 files+=("$work/secrets-only.yaml")
 node "$validator/validate.mjs" "${files[@]}"
+# Pod Security "restricted" (and read-only roots) for the Kubernetes flavor (podman's one Pod uses
+# the host's network, which restricted forbids), and a pod that breaks it must be refused.
+node "$validator/validate.mjs" --restricted "$root/ops/k8s/persia-100t.yaml" \
+  "$work/gcp-persia-100t-kubernetes.yaml" "$work/local-3node-kubernetes.yaml"
+sed -e 's/readOnlyRootFilesystem: true/readOnlyRootFilesystem: false/' \
+  "$work/local-3node-kubernetes.yaml" > "$work/writable.yaml"
+if out=$(node "$validator/validate.mjs" --restricted "$work/writable.yaml" 2>&1); then
+  echo "k8s_validate: FAIL: a writable root file system passed the restricted check" >&2; exit 1
+fi
+echo "$out" | grep -q 'readOnlyRootFilesystem not true' \
+  || { echo "k8s_validate: FAIL: unexpected restricted-check output: $out" >&2; exit 1; }
 # A field the API does not know and a wrong type must be refused.
 sed -e 's/^  replicas: 1$/  replicas: one/' -e 's/^  serviceName: gpu$/  serviceName: gpu\n  bogusField: 1/' \
   "$root/ops/k8s/persia-100t.yaml" > "$work/broken.yaml"

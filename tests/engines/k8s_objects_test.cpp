@@ -77,11 +77,11 @@ TEST_CASE("k8s: objects of both flavors") {
   for (auto& d : docs)
     kinds.push_back(d["kind"].as<std::string>() + "/" + d["metadata"]["name"].as<std::string>());
   CHECK(kinds
-        == std::vector<std::string>{"Namespace/demo", "ConfigMap/satrap-manifest",
-                                    "Secret/satrap-admin", "Secret/satrap-certs", "Deployment/head",
-                                    "Service/head", "Service/big", "StatefulSet/big", "Service/gpu",
-                                    "StatefulSet/gpu", "ConfigMap/satrap-job",
-                                    "Job/satrap-submit"});
+        == std::vector<std::string>{
+          "Namespace/demo", "ConfigMap/satrap-manifest", "Secret/satrap-admin",
+          "Secret/satrap-certs", "StatefulSet/head", "Service/head", "Service/big",
+          "StatefulSet/big", "Service/gpu", "StatefulSet/gpu", "ConfigMap/satrap-job",
+          "Job/satrap-submit", "NetworkPolicy/satrap", "PodDisruptionBudget/satrap-nodes"});
   CHECK(docs[3]["stringData"]["node-gpu-1.token"].as<std::string>()
         == "contents of node-gpu-1.token\n");
   CHECK(!docs[3]["stringData"]["ca.key"]);  // the CA key never leaves the operator
@@ -105,6 +105,43 @@ TEST_CASE("k8s: objects of both flavors") {
   CHECK(docs[11]["spec"]["suspend"].as<bool>());  // no job file given
   // The submit Job sees only the client's pair and the CA.
   CHECK(docs[11]["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"].size() == 3);
+  // The head's job table on a claim of its own, so that a rescheduled head finds it.
+  auto head = docs[4]["spec"];
+  CHECK(head["replicas"].as<int>() == 1);
+  CHECK(head["volumeClaimTemplates"][0]["metadata"]["name"].as<std::string>() == "state");
+  CHECK(head["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"].as<std::string>()
+        == "state");
+  // Pod Security "restricted" on every pod, a read-only root with /tmp writable, probes.
+  for (auto* i : {&docs[4], &docs[7], &docs[9]}) {
+    auto spec = (*i)["spec"]["template"]["spec"];
+    CHECK(spec["securityContext"]["seccompProfile"]["type"].as<std::string>() == "RuntimeDefault");
+    CHECK(spec["securityContext"]["runAsNonRoot"].as<bool>());
+    auto c = spec["containers"][0];
+    CHECK(c["securityContext"]["readOnlyRootFilesystem"].as<bool>());
+    CHECK(!c["securityContext"]["allowPrivilegeEscalation"].as<bool>());
+    CHECK(c["securityContext"]["capabilities"]["drop"][0].as<std::string>() == "ALL");
+    CHECK(c["startupProbe"]);
+    CHECK(c["livenessProbe"]);
+    CHECK(c["readinessProbe"]);
+    bool tmp = false;
+    for (auto v : c["volumeMounts"])
+      tmp = tmp || v["mountPath"].as<std::string>() == "/tmp";
+    CHECK(tmp);
+  }
+  // Only the cluster's pods reach the CAF ports (head 5000, nodes 5002 and 5010).
+  auto policy = docs[12]["spec"];
+  CHECK(policy["ingress"].size() == 2);
+  CHECK(policy["ingress"][0]["ports"].size() == 3);
+  CHECK(policy["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"]
+          .as<std::string>()
+        == "demo");
+  CHECK(docs[13]["spec"]["maxUnavailable"].as<int>() == 1);
+  o.status_from = {"10.0.0.0/8"};
+  auto opened = YAML::LoadAll(*k8s_render(m, o));
+  CHECK(opened[12]["spec"]["ingress"][2]["from"][0]["ipBlock"]["cidr"].as<std::string>()
+        == "10.0.0.0/8");
+  CHECK(opened[12]["spec"]["ingress"][2]["ports"][0]["port"].as<int>() == 5009);
+  o.status_from.clear();
 
   o.flavor = k8s_flavor::podman;
   auto podman = k8s_render(m, o);
