@@ -197,37 +197,31 @@ caf::error slurm_apply_allocation(manifest& m, const slurm_env& env) {
 
 caf::expected<std::string> slurm_node_name(const manifest& m, const slurm_env& env) {
   auto self = env_get(env, "SLURMD_NODENAME");
-  auto step_list = env_get(env, "SLURM_JOB_NODELIST");
-  if (!self || !step_list)
+  if (!self)
     return make_error(errc::invalid_config,
-                      "Slurm: SLURMD_NODENAME or SLURM_JOB_NODELIST is not set: without --name, "
-                      "satrap node must run as a task of `satrap slurm`'s batch job");
+                      "Slurm: SLURMD_NODENAME is not set: without --name, satrap node must run "
+                      "as a task of `satrap slurm`'s batch job");
   auto entries = entries_of(m);
-  std::vector<size_t> matches;
+  std::vector<std::pair<size_t, size_t>> matches;  // entry, index in its component
   for (size_t k = 0; k < entries.size(); ++k) {
-    auto key = "SLURM_JOB_NODELIST_HET_GROUP_" + std::to_string(k + 1);
-    if (auto list = env_get(env, key); list && *list == *step_list)
-      matches.push_back(k);
+    auto hosts = component_nodes(env, k + 1);
+    if (!hosts)
+      return hosts.error();
+    if (auto at = std::find(hosts->begin(), hosts->end(), *self); at != hosts->end())
+      matches.emplace_back(k, static_cast<size_t>(at - hosts->begin()));
   }
   if (matches.size() != 1)
     return make_error(errc::invalid_config,
-                      "Slurm: " + std::string(matches.empty() ? "no" : "more than one")
-                        + " node component has this task's node list '" + *step_list
-                        + "' (the head is component 0, node entries 1..); give --name");
-  auto& e = entries[matches.front()];
-  auto hosts = slurm_hostlist_expand(*step_list);
-  if (!hosts)
-    return hosts.error();
-  auto at = std::find(hosts->begin(), hosts->end(), *self);
-  if (at == hosts->end())
-    return make_error(errc::invalid_config, "Slurm: this task's node '" + *self
-                                              + "' is not in its component's list '" + *step_list
-                                              + "'");
-  auto i = static_cast<size_t>(at - hosts->begin());
+                      "Slurm: this task's node '" + *self + "' is in "
+                        + (matches.empty() ? "no" : "more than one")
+                        + " node component of the job (the head is component 0, node entries "
+                          "1..); give --name");
+  auto [k, i] = matches.front();
+  auto& e = entries[k];
   if (i >= e.nodes.size())
-    return make_error(errc::invalid_config, "Slurm: component of entry '" + e.group + "' has "
-                                              + std::to_string(hosts->size()) + " nodes, the entry "
-                                              + std::to_string(e.nodes.size()));
+    return make_error(errc::invalid_config, "Slurm: component " + std::to_string(k + 1) + " has "
+                                              + std::to_string(i + 1) + "+ nodes, the entry '"
+                                              + e.group + "' " + std::to_string(e.nodes.size()));
   return e.nodes[i]->name;
 }
 

@@ -21,8 +21,9 @@
 // on the i-th node of component k+1 (SLURM_JOB_NODELIST_HET_GROUP_<k+1>), each at its manifest
 // port; a Slurm node's address is its NodeAddr, which the script reads with `scontrol` into
 // SATRAP_SLURM_ADDRESSES ("name=addr ..."), else its name. A `satrap node` started without
-// --name finds its own (slurm_node_name): its component is the one whose node list is its step's
-// SLURM_JOB_NODELIST, its index the place of SLURMD_NODENAME in that list.
+// --name finds its own (slurm_node_name): its component is the one whose node list holds
+// SLURMD_NODENAME (components of a heterogeneous job get nodes of their own), its index the
+// place of SLURMD_NODENAME in that list.
 // Threading: pure functions.
 #pragma once
 

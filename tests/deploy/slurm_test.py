@@ -364,17 +364,28 @@ nodes:
     wait_for(lambda: (lambda f: f if f.get("JobState") == "CANCELLED" else None)(slurm_job(job2)),
              "the scancel-ed job to be CANCELLED", 60)
 
-    def gone():
-        left = [pid for pid, c in procs_of_test()
-                if process_env(pid).get("SLURM_JOB_ID") == str(job2) or "slurmstepd" in c]
-        return not left
-    wait_for(gone, "every process of the scancel-ed job to end", 60)
-    cancel_s = time.time() - t_cancel
     if not pids2:
         fail("found no process of the second job before scancel")
-    still = [p for p in pids2 if os.path.exists(f"/proc/{p}")]
-    if still:
-        fail(f"processes of job {job2} left after scancel: {still}")
+
+    def alive(pid):  # running, not a zombie its parent has yet to reap
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    def gone():
+        left = [pid for pid, c in procs_of_test() if alive(pid) and (
+            process_env(pid).get("SLURM_JOB_ID") == str(job2) or "slurmstepd" in c)]
+        return not left and not any(alive(p) for p in pids2)
+    deadline = time.time() + 60
+    while time.time() < deadline and not gone():
+        time.sleep(0.25)
+    if not gone():
+        still = [(p, open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")[:120])
+                 for p in pids2 if alive(p)]
+        fail(f"processes of job {job2} left 60 s after scancel: {still}")
+    cancel_s = time.time() - t_cancel
     log(f"scancel: {len(pids2)} processes ended within {cancel_s:.1f} s")
 except SystemExit:
     raise

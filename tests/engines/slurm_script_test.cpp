@@ -32,12 +32,12 @@ nodes:
 )";
 
 // The environment of a task of component `group` on `self`, in a job of three components.
-slurm_env task_env(const std::string& group_list, const std::string& self) {
+slurm_env task_env(const std::string& step_list, const std::string& self) {
   return {{"SLURM_HET_SIZE", "3"},
           {"SLURM_JOB_NODELIST_HET_GROUP_0", "c0"},
           {"SLURM_JOB_NODELIST_HET_GROUP_1", "m7"},
           {"SLURM_JOB_NODELIST_HET_GROUP_2", "g[08-09]"},
-          {"SLURM_JOB_NODELIST", group_list},
+          {"SLURM_JOB_NODELIST", step_list},
           {"SLURMD_NODENAME", self},
           {"SATRAP_SLURM_ADDRESSES", "c0=10.1.0.1 m7=10.1.0.7 g08=10.1.0.8 g09=10.1.0.9"}};
 }
@@ -96,13 +96,15 @@ TEST_CASE("slurm: an allocation that does not fit the manifest is refused with t
   err = slurm_apply_allocation(m, missing);
   REQUIRE(err);
   CHECK(error_text(err).find("SLURM_JOB_NODELIST_HET_GROUP_1 is not set") != std::string::npos);
-  // A task outside the job's node components, or on a node not in its list.
+  // A task outside the job's node components, or on a node two components share.
   auto name = slurm_node_name(m, task_env("c0", "c0"));
   REQUIRE(!name);
-  CHECK(error_text(name.error()).find("no node component") != std::string::npos);
-  name = slurm_node_name(m, task_env("g[08-09]", "g10"));
+  CHECK(error_text(name.error()).find("node 'c0' is in no node component") != std::string::npos);
+  auto shared = task_env("m7", "m7");
+  shared["SLURM_JOB_NODELIST_HET_GROUP_2"] = "m7,g08";
+  name = slurm_node_name(m, shared);
   REQUIRE(!name);
-  CHECK(error_text(name.error()).find("'g10' is not in") != std::string::npos);
+  CHECK(error_text(name.error()).find("more than one") != std::string::npos);
 }
 
 TEST_CASE("slurm: the batch script asks for one component per node entry after the head's") {
