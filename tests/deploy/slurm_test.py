@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """satrap under a real Slurm: `satrap slurm`'s batch script on a one-host Slurm cluster.
 
-Usage: slurm_test.py SATRAP
+Usage: slurm_test.py SATRAP [--compare-embedded]
 
 Starts munged and slurmctld and four slurmd (Slurm nodes sn0..sn3, all this host at 127.0.0.1,
 `slurmd -N`; ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, cores oversubscribed) from
@@ -16,6 +16,8 @@ Then:
   3. a second submission is scancel-ed while it trains: Slurm's job ends CANCELLED and no process
      of it is left.
 At the end (and on failure) everything it started is stopped and no process is left behind.
+With --compare-embedded (a figure, not in CTest) step 2 kills nothing and the same default job
+then runs embedded (`satrap train --json`) right after it: both samples/s and their ratio.
 Prints figures as key=value: seconds from sbatch to the first step, from the kill to training
 again, samples/s. Exit 77 (skipped) when Slurm cannot run here (not root, no slurm-wlm/munge,
 the daemons do not come up). Ports 5170-5189 (the deployment tests' block, below 32768).
@@ -33,6 +35,7 @@ import urllib.request
 
 SKIP = 77
 satrap = os.path.abspath(sys.argv[1])
+compare = "--compare-embedded" in sys.argv[2:]
 PORT_CTLD = 5170
 PORT_SLURMD = 5171  # sn0..sn3: 5171-5174
 PORT_HEAD = 5180    # nodes 5181-5183, status 5189
@@ -313,6 +316,23 @@ nodes:
     names = sorted(n["name"] for n in doc["nodes"])
     if names != ["node-0", "node-1", "node-2"] or not all(n["alive"] for n in doc["nodes"]):
         fail(f"/status nodes: {doc['nodes']}")
+    if compare:
+        f = wait_for(lambda: (lambda f: f if f.get("JobState") not in ("PENDING", "RUNNING",
+                                                                       "COMPLETING") else None)(
+            slurm_job(job1)), "the Slurm job to end", 600)
+        out = tail(os.path.join(work, f"job-{job1}.out"), 200)
+        m = re.search(r"^job (\S+) SUCCEEDED: .* (\d+) samples\s+(\d+) samples/s", out, re.M)
+        if not m:
+            fail(f"no SUCCEEDED line in the job's output:\n{out}")
+        p = subprocess.run([satrap, "train", "--json"], capture_output=True, text=True,
+                           timeout=900)
+        embedded = json.loads(p.stdout.strip().splitlines()[-1])["samples_per_sec"]
+        cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"slurm_test: compare sbatch_to_first_step_s={first_step_s:.1f} "
+              f"slurm_samples_per_s={int(m.group(3))} embedded_samples_per_s={embedded:.0f} "
+              f"ratio={int(m.group(3)) / embedded:.2f}", flush=True)
+        sys.exit(0)
     victim = satrap_pid(job1, "sn3")
     if not victim:
         fail("no satrap node process of the job on sn3")
