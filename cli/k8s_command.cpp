@@ -61,6 +61,15 @@ void k8s_command::add_to(CLI::App& app) {
                    "storage class of the head's state claim (default: the cluster's default)");
   sub_->add_option("--head-state-size", head_state_size_, "size of the head's state claim")
     ->capture_default_str();
+  sub_->add_option("--storage-size", storage_size_,
+                   "checkpoint storage: a ReadWriteMany claim of this size, mounted at "
+                   "/checkpoints in the head and node pods; the submitted job checkpoints there "
+                   "unless it names its own checkpoint.dir");
+  sub_->add_option("--storage-class", storage_class_,
+                   "the storage class of that claim (one that offers ReadWriteMany, e.g. GKE's "
+                   "standard-rwx)");
+  sub_->add_option("--storage-claim", storage_claim_,
+                   "checkpoint storage: an existing ReadWriteMany claim instead");
   sub_->add_option("-o,--output", output_, "write to FILE instead of stdout");
 }
 
@@ -78,6 +87,9 @@ int k8s_command::run() {
   o.status_from = status_from_;
   o.head_storage_class = head_storage_class_;
   o.head_state_size = head_state_size_;
+  o.storage_size = storage_size_;
+  o.storage_class = storage_class_;
+  o.storage_claim = storage_claim_;
   o.secrets = secrets_ == "only"       ? k8s_secrets::only
               : secrets_ == "external" ? k8s_secrets::external
                                        : k8s_secrets::include;

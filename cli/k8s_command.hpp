@@ -31,6 +31,9 @@ class k8s_command final : public command {
   std::vector<std::string> status_from_;
   std::string head_storage_class_;
   std::string head_state_size_ = "1Gi";
+  std::string storage_size_;
+  std::string storage_class_;
+  std::string storage_claim_;
 };
 
 }  // namespace satrap

@@ -65,6 +65,13 @@ enum class k8s_secrets { include, external, only };
 
 // Where the pods find the cluster's certificates and node tokens (the satrap-certs volume).
 inline constexpr const char* k8s_certs_dir = "/etc/satrap/certs";
+// Where the pods mount the shared checkpoint storage (k8s_options::storage_*).
+inline constexpr const char* k8s_checkpoints_dir = "/checkpoints";
+
+// The submit Job's job file with the shared storage as its default checkpoint folder: a job
+// without checkpoint.dir gets <k8s_checkpoints_dir>/<its name, else "job"> and, without a
+// schedule, a checkpoint every `every_seconds`. Text that is not a YAML map stays as it is.
+std::string k8s_job_with_checkpoints(const std::string& job_yaml, int every_seconds);
 
 struct k8s_options {
   std::string image = "localhost/satrap:latest";
@@ -83,6 +90,12 @@ struct k8s_options {
   // Flavor kubernetes: the head's state claim (ReadWriteOnce; "" class = the cluster's default)
   // and where the status port may be reached from besides the cluster's pods (CIDRs).
   std::string head_state_size = "1Gi";
+  // Checkpoint storage every node pod and the head share, mounted at k8s_checkpoints_dir: a
+  // ReadWriteMany claim `satrap-checkpoints` of this class and size (storage_size not empty), or
+  // an existing claim (storage_claim). The submit Job's job then checkpoints there by default.
+  std::string storage_class;
+  std::string storage_size;
+  std::string storage_claim;
   std::string head_storage_class;
   std::vector<std::string> status_from;
   int termination_grace_s = 30;

@@ -75,6 +75,14 @@ struct renderer {
   // The certificates and node tokens, read-only; `items` limits them to those files.
   obj certs_volume(const std::vector<std::string>& items = {}) const;
   obj certs_mount() const;
+  // The shared checkpoint storage, when options name one.
+  bool storage() const { return !o.storage_size.empty() || !o.storage_claim.empty(); }
+  std::string storage_claim_name() const {
+    return o.storage_claim.empty() ? std::string("satrap-checkpoints") : o.storage_claim;
+  }
+  obj storage_volume() const;
+  obj storage_mount() const;
+  obj storage_claim_object() const;
   obj head_container(const std::string& volume) const;
   obj head_objects() const;
   obj node_container(const group& g, const std::string& container_name,

@@ -2,6 +2,8 @@
 // headless Service and a StatefulSet per manifest entry, or podman's one Pod) and the submit Job.
 #include "engines/k8s_parts.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 
 namespace satrap::k8s_detail {
@@ -31,6 +33,8 @@ obj renderer::head_container(const std::string& volume) const {
     container["livenessProbe"] = probe("/healthz", 10, 3);
     container["readinessProbe"] = probe("/readyz", 5, 1);
     container["volumeMounts"].push_back(tmp_mount());
+    if (storage())
+      container["volumeMounts"].push_back(storage_mount());
   }
   return container;
 }
@@ -48,6 +52,8 @@ obj renderer::head_objects() const {
                {"securityContext", pod_security()},
                {"containers", obj::array({head_container("state")})},
                {"volumes", obj::array({certs_volume(), tmp_volume()})}};
+  if (storage())
+    pod_spec["volumes"].push_back(storage_volume());
   obj template_md{{"labels", labels("head")}, {"annotations", scrape}};
   obj claim_spec{{"accessModes", obj::array({"ReadWriteOnce"})},
                  {"resources", {{"requests", {{"storage", o.head_state_size}}}}}};
@@ -115,6 +121,8 @@ obj renderer::node_container(const group& g, const std::string& container_name,
     container["livenessProbe"] = probe(10, 3);
     container["readinessProbe"] = probe(5, 1);
     container["volumeMounts"].push_back(tmp_mount());
+    if (storage())
+      container["volumeMounts"].push_back(storage_mount());
   }
   return container;
 }
@@ -141,6 +149,8 @@ obj renderer::node_pod_spec(const group& g, const std::string& node_name, uint16
   spec["automountServiceAccountToken"] = false;
   spec["containers"] = obj::array({node_container(g, "node", node_name, port, "state")});
   spec["volumes"] = obj::array({state_volume(), certs_volume(), tmp_volume()});
+  if (storage())
+    spec["volumes"].push_back(storage_volume());
   return spec;
 }
 
@@ -220,6 +230,8 @@ obj renderer::job_objects() const {
                       : o.job_yaml;
   if (job.back() != '\n')
     job += '\n';
+  if (storage())
+    job = k8s_job_with_checkpoints(job, 600);
   obj cm{{"apiVersion", "v1"},
          {"kind", "ConfigMap"},
          {"metadata", meta("satrap-job")},
@@ -298,3 +310,38 @@ obj renderer::policy_objects() const {
 }
 
 }  // namespace satrap::k8s_detail
+
+namespace satrap {
+
+std::string k8s_job_with_checkpoints(const std::string& job_yaml, int every_seconds) {
+  YAML::Node job;
+  try {
+    job = YAML::Load(job_yaml);
+  } catch (const YAML::Exception&) {
+    return job_yaml;  // `satrap k8s` checked it; what is not YAML stays for submit to refuse
+  }
+  if (job.IsNull())
+    job = YAML::Node(YAML::NodeType::Map);
+  if (!job.IsMap())
+    return job_yaml;
+  auto checkpoint = job["checkpoint"];
+  if (checkpoint.IsDefined() && !checkpoint.IsMap())
+    return job_yaml;
+  if (checkpoint.IsDefined() && checkpoint["dir"].IsDefined())
+    return job_yaml;  // the job's own folder
+  std::string name = "job";
+  if (job["name"].IsDefined() && job["name"].IsScalar())
+    name = job["name"].as<std::string>();
+  if (name.empty() || name.find('/') != std::string::npos || name.front() == '.')
+    name = "job";
+  job["checkpoint"]["dir"] = std::string(k8s_checkpoints_dir) + "/" + name;
+  if (!job["checkpoint"]["every_steps"].IsDefined()
+      && !job["checkpoint"]["every_seconds"].IsDefined())
+    job["checkpoint"]["every_seconds"] = every_seconds;
+  YAML::Emitter out;
+  out << job;
+  return "# checkpoint.dir on the shared claim, set by satrap k8s (the job had none)\n"
+         + std::string(out.c_str()) + "\n";
+}
+
+}  // namespace satrap

@@ -142,6 +142,41 @@ TEST_CASE("k8s: objects of both flavors") {
         == "10.0.0.0/8");
   CHECK(opened[12]["spec"]["ingress"][2]["ports"][0]["port"].as<int>() == 5009);
   o.status_from.clear();
+  // Checkpoint storage: a ReadWriteMany claim mounted in the head and the node pods, the
+  // submitted job's default checkpoint folder.
+  o.storage_size = "100Gi";
+  o.storage_class = "standard-rwx";
+  o.job_yaml = "name: big-job\ntraining: {train_batches: 10}\n";
+  auto stored = YAML::LoadAll(*k8s_render(m, o));
+  REQUIRE(stored.size() == 15);
+  CHECK(stored[4]["kind"].as<std::string>() == "PersistentVolumeClaim");
+  CHECK(stored[4]["spec"]["accessModes"][0].as<std::string>() == "ReadWriteMany");
+  CHECK(stored[4]["spec"]["storageClassName"].as<std::string>() == "standard-rwx");
+  for (auto i : {5, 8, 10}) {
+    auto spec = stored[i]["spec"]["template"]["spec"];
+    bool mounted = false;
+    for (auto v : spec["containers"][0]["volumeMounts"])
+      mounted = mounted || v["mountPath"].as<std::string>() == k8s_checkpoints_dir;
+    CHECK(mounted);
+    CHECK(spec["volumes"][spec["volumes"].size() - 1]["persistentVolumeClaim"]["claimName"]
+            .as<std::string>()
+          == "satrap-checkpoints");
+  }
+  auto job = YAML::Load(stored[11]["data"]["job.yaml"].as<std::string>());
+  CHECK(job["checkpoint"]["dir"].as<std::string>() == "/checkpoints/big-job");
+  CHECK(job["checkpoint"]["every_seconds"].as<int>() == 600);
+  CHECK(job["training"]["train_batches"].as<int>() == 10);
+  o.storage_claim = "mine";
+  CHECK(!k8s_render(m, o));  // a new claim or an existing one, not both
+  o.storage_size.clear();
+  o.storage_class.clear();
+  auto existing = YAML::LoadAll(*k8s_render(m, o));
+  CHECK(existing.size() == 14);  // no claim rendered: it exists
+  CHECK(existing[4]["spec"]["template"]["spec"]["volumes"][2]["persistentVolumeClaim"]["claimName"]
+          .as<std::string>()
+        == "mine");
+  o.storage_claim.clear();
+  o.job_yaml.clear();
 
   o.flavor = k8s_flavor::podman;
   auto podman = k8s_render(m, o);
@@ -202,4 +237,18 @@ nodes:
   o.ns = "demo";
   o.secrets = k8s_secrets::external;  // no certificate files in this test
   CHECK(k8s_render(bad_ns, o));
+}
+
+TEST_CASE("k8s: a job's own checkpoint folder is kept; one without gets the shared storage") {
+  auto own = k8s_job_with_checkpoints("checkpoint: {dir: /data/c, every_steps: 5}\n", 600);
+  CHECK(own == "checkpoint: {dir: /data/c, every_steps: 5}\n");
+  auto scheduled = YAML::Load(k8s_job_with_checkpoints("checkpoint: {every_steps: 50}\n", 600));
+  CHECK(scheduled["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
+  CHECK(scheduled["checkpoint"]["every_steps"].as<int>() == 50);
+  CHECK(!scheduled["checkpoint"]["every_seconds"]);
+  auto empty = YAML::Load(k8s_job_with_checkpoints("# the default job\n{}\n", 300));
+  CHECK(empty["checkpoint"]["every_seconds"].as<int>() == 300);
+  auto odd_name = YAML::Load(k8s_job_with_checkpoints("name: ../x\n", 300));
+  CHECK(odd_name["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
+  CHECK(k8s_job_with_checkpoints("[1, 2]\n", 300) == "[1, 2]\n");  // not a job: submit refuses
 }
