@@ -17,8 +17,10 @@ void k8s_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand(
     "k8s",
     "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
-    "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
-    "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
+    "Secrets (admin token; TLS certificates and node tokens), the head's StatefulSet (its state on "
+    "a claim) and Service, a StatefulSet and headless Service per node entry, a Job that submits "
+    "a job file, a NetworkPolicy, a PodDisruptionBudget and optional checkpoint storage. Apply "
+    "with `satrap k8s ... | "
     "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
   sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
     ->required()
