@@ -68,11 +68,6 @@ inline constexpr const char* k8s_certs_dir = "/etc/satrap/certs";
 // Where the pods mount the shared checkpoint storage (k8s_options::storage_*).
 inline constexpr const char* k8s_checkpoints_dir = "/checkpoints";
 
-// The submit Job's job file with the shared storage as its default checkpoint folder: a job
-// without checkpoint.dir gets <k8s_checkpoints_dir>/<its name, else "job"> and, without a
-// schedule, a checkpoint every `every_seconds`. Text that is not a YAML map stays as it is.
-std::string k8s_job_with_checkpoints(const std::string& job_yaml, int every_seconds);
-
 struct k8s_options {
   std::string image = "localhost/satrap:latest";
   std::string ns;  // "" = the cluster's name

@@ -1,8 +1,7 @@
 // The workloads of the Kubernetes objects: the head (Deployment and Service), the nodes (a
 // headless Service and a StatefulSet per manifest entry, or podman's one Pod) and the submit Job.
+#include "engines/job_checkpoints.hpp"
 #include "engines/k8s_parts.hpp"
-
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 
@@ -231,7 +230,9 @@ obj renderer::job_objects() const {
   if (job.back() != '\n')
     job += '\n';
   if (storage())
-    job = k8s_job_with_checkpoints(job, 600);
+    job = job_with_checkpoint_dir(job, k8s_checkpoints_dir, 600,
+                                  "checkpoint.dir on the shared claim, set by satrap k8s (the job "
+                                  "had none)");
   obj cm{{"apiVersion", "v1"},
          {"kind", "ConfigMap"},
          {"metadata", meta("satrap-job")},
@@ -310,38 +311,3 @@ obj renderer::policy_objects() const {
 }
 
 }  // namespace satrap::k8s_detail
-
-namespace satrap {
-
-std::string k8s_job_with_checkpoints(const std::string& job_yaml, int every_seconds) {
-  YAML::Node job;
-  try {
-    job = YAML::Load(job_yaml);
-  } catch (const YAML::Exception&) {
-    return job_yaml;  // `satrap k8s` checked it; what is not YAML stays for submit to refuse
-  }
-  if (job.IsNull())
-    job = YAML::Node(YAML::NodeType::Map);
-  if (!job.IsMap())
-    return job_yaml;
-  auto checkpoint = job["checkpoint"];
-  if (checkpoint.IsDefined() && !checkpoint.IsMap())
-    return job_yaml;
-  if (checkpoint.IsDefined() && checkpoint["dir"].IsDefined())
-    return job_yaml;  // the job's own folder
-  std::string name = "job";
-  if (job["name"].IsDefined() && job["name"].IsScalar())
-    name = job["name"].as<std::string>();
-  if (name.empty() || name.find('/') != std::string::npos || name.front() == '.')
-    name = "job";
-  job["checkpoint"]["dir"] = std::string(k8s_checkpoints_dir) + "/" + name;
-  if (!job["checkpoint"]["every_steps"].IsDefined()
-      && !job["checkpoint"]["every_seconds"].IsDefined())
-    job["checkpoint"]["every_seconds"] = every_seconds;
-  YAML::Emitter out;
-  out << job;
-  return "# checkpoint.dir on the shared claim, set by satrap k8s (the job had none)\n"
-         + std::string(out.c_str()) + "\n";
-}
-
-}  // namespace satrap

@@ -1,5 +1,6 @@
 #include "engines/slurm_script.hpp"
 
+#include "engines/job_checkpoints.hpp"
 #include "runtime/error.hpp"
 
 #include <algorithm>
@@ -275,7 +276,12 @@ caf::expected<std::string> slurm_render(const manifest& m, const slurm_options& 
     << "mkdir -p \"$state\" && chmod 700 \"$state\" || exit 1\n"
     << "job=\"$state/job-$SLURM_JOB_ID.yaml\"\n"
     << heredoc("\"$state/manifest.yaml\"", o.manifest_yaml, "SATRAP_MANIFEST_END")
-    << heredoc("\"$job\"", o.job_yaml.empty() ? "{}\n" : o.job_yaml, "SATRAP_JOB_END")
+    << heredoc("\"$job\"",
+               job_with_checkpoint_dir(o.job_yaml.empty() ? "{}\n" : o.job_yaml,
+                                       state + "/checkpoints", o.checkpoint_every_s,
+                                       "checkpoint.dir in the state dir, set by satrap slurm (the "
+                                       "job had none)"),
+               "SATRAP_JOB_END")
     << "export SATRAP_SLURM=1 SATRAP_MANIFEST=\"$state/manifest.yaml\"\n"
     << "(umask 077; [ -s \"$state/admin.token\" ] || od -An -N16 -tx1 /dev/urandom | tr -d ' \\n' "
        "> \"$state/admin.token\") || exit 1\n";

@@ -13,7 +13,8 @@
 // recovery re-places the job on the nodes that are alive. Then it submits the job file with
 // `satrap submit --follow`; the batch job's exit status is submit's (0 only when the job
 // SUCCEEDED). `--signal=B:USR1@S` makes Slurm signal the script S seconds before the time limit:
-// it then asks the head for a checkpoint of the running job (`satrap checkpoint`). At the end, and
+// it then asks the head for a checkpoint of the running job (`satrap checkpoint`; a job file
+// without checkpoint.dir checkpoints into the state dir's checkpoints/<job name>). At the end, and
 // on `scancel` (SIGTERM), it stops every step with SIGTERM and waits for them.
 //
 // Every satrap process of the job runs with SATRAP_SLURM=1: it then takes the addresses from the
@@ -52,6 +53,10 @@ struct slurm_options {
   int max_restarts = 5;   // of one step, before the script leaves its node down
   int node_wait_s = 600;  // how long a node keeps trying to reach the head
   int head_wait_s = 300;  // how long the script waits for the head to answer
+  // A job without checkpoint.dir checkpoints into <state dir>/checkpoints/<name> (every this
+  // many seconds unless it has a schedule), so that a lost node, a restarted head and the
+  // signal before the time limit resume from there.
+  int checkpoint_every_s = 600;
 };
 
 // The batch script, or an error naming what cannot run under Slurm.

@@ -13,8 +13,9 @@ Then:
      killed with SIGKILL: satrap's recovery re-places the job on the nodes alive, the script
      starts the task again and it rejoins; the Slurm job COMPLETES with the satrap job SUCCEEDED
      and its restart counted;
-  3. a second submission is scancel-ed while it trains: Slurm's job ends CANCELLED and no process
-     of it is left.
+  3. a second submission gets USR1 in its batch shell (what --signal=B:USR1@S sends before the
+     time limit) while it trains: a checkpoint lands in the state dir's checkpoints/job; then it is
+     scancel-ed: Slurm's job ends CANCELLED and no process of it is left.
 At the end (and on failure) everything it started is stopped and no process is left behind.
 With --compare-embedded (a figure, not in CTest) step 2 kills nothing and the same default job
 then runs embedded (`satrap train --json`) right after it: both samples/s and their ratio.
@@ -377,6 +378,17 @@ nodes:
     log(f"sbatch: job {job2}")
     wait_for(lambda: (lambda j: j if j and j.get("steps", 0) > 0 else None)(running_job()),
              "the second job's first step", 120)
+    # Slurm's signal before the time limit (--signal=B:USR1@S) goes to the batch shell: the
+    # script asks for a checkpoint, into the state dir (the default job names no folder).
+    run(tools["scancel"], "--batch", "--signal=USR1", str(job2))
+    t_usr1 = time.time()
+    wait_for(lambda: (lambda j: j if j and j.get("checkpoints", 0) >= 1 else None)(running_job()),
+             "a checkpoint after USR1", 60)
+    usr1_s = time.time() - t_usr1
+    ckpt = os.path.join(work, ".satrap", "slurmtest", "checkpoints", "job")
+    if not os.path.isdir(ckpt) or not os.listdir(ckpt):
+        fail(f"no checkpoint in {ckpt} after USR1")
+    log(f"USR1: checkpoint in {ckpt} after {usr1_s:.1f} s")
     pids2 = [pid for pid, c in procs_of_test()
              if process_env(pid).get("SLURM_JOB_ID") == str(job2)]
     run(tools["scancel"], str(job2))
@@ -419,5 +431,5 @@ if left or daemon_left:
     sys.exit(1)
 shutil.rmtree(work, ignore_errors=True)
 print(f"slurm_test: OK sbatch_to_first_step_s={first_step_s:.1f} kill_to_training_s={recover_s:.1f} "
-      f"samples_per_s={samples_per_s} scancel_clean_s={cancel_s:.1f} total_s={time.time() - t_begin:.0f}",
+      f"samples_per_s={samples_per_s} usr1_checkpoint_s={usr1_s:.1f} scancel_clean_s={cancel_s:.1f} total_s={time.time() - t_begin:.0f}",
       flush=True)

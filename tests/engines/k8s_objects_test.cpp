@@ -1,6 +1,7 @@
 // satrap k8s: the manifest the pods read back names their DNS names and keeps every node's
 // resources; quantities; names Kubernetes cannot take are refused; both flavors render.
 #include "runtime/error.hpp"
+#include "engines/job_checkpoints.hpp"
 #include "engines/k8s_objects.hpp"
 #include "spec/manifest.hpp"
 
@@ -240,15 +241,19 @@ nodes:
 }
 
 TEST_CASE("k8s: a job's own checkpoint folder is kept; one without gets the shared storage") {
-  auto own = k8s_job_with_checkpoints("checkpoint: {dir: /data/c, every_steps: 5}\n", 600);
+  auto own = job_with_checkpoint_dir("checkpoint: {dir: /data/c, every_steps: 5}\n", "/checkpoints",
+                                     600, "n");
   CHECK(own == "checkpoint: {dir: /data/c, every_steps: 5}\n");
-  auto scheduled = YAML::Load(k8s_job_with_checkpoints("checkpoint: {every_steps: 50}\n", 600));
+  auto scheduled = YAML::Load(
+    job_with_checkpoint_dir("checkpoint: {every_steps: 50}\n", "/checkpoints", 600, "n"));
   CHECK(scheduled["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
   CHECK(scheduled["checkpoint"]["every_steps"].as<int>() == 50);
   CHECK(!scheduled["checkpoint"]["every_seconds"]);
-  auto empty = YAML::Load(k8s_job_with_checkpoints("# the default job\n{}\n", 300));
+  auto empty =
+    YAML::Load(job_with_checkpoint_dir("# the default job\n{}\n", "/checkpoints", 300, "n"));
   CHECK(empty["checkpoint"]["every_seconds"].as<int>() == 300);
-  auto odd_name = YAML::Load(k8s_job_with_checkpoints("name: ../x\n", 300));
+  auto odd_name = YAML::Load(job_with_checkpoint_dir("name: ../x\n", "/checkpoints", 300, "n"));
   CHECK(odd_name["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
-  CHECK(k8s_job_with_checkpoints("[1, 2]\n", 300) == "[1, 2]\n");  // not a job: submit refuses
+  CHECK(job_with_checkpoint_dir("[1, 2]\n", "/checkpoints", 300, "n")
+        == "[1, 2]\n");  // not a job: submit refuses
 }

@@ -112,7 +112,7 @@ TEST_CASE("slurm: the batch script asks for one component per node entry after t
   slurm_options o;
   o.satrap = "/opt/satrap it's";
   o.manifest_yaml = cluster;
-  o.job_yaml = "name: j\nSATRAP_JOB_END\n";  // a line like the heredoc's end
+  o.job_yaml = "checkpoint: {dir: c}\nname: j\nSATRAP_JOB_END\n";  // a line like the heredoc's end
   o.time = "2:00:00";
   auto s = slurm_render(m, o);
   REQUIRE(s);
@@ -137,6 +137,11 @@ TEST_CASE("slurm: the batch script asks for one component per node entry after t
   // The job file's own line SATRAP_JOB_END does not end its heredoc.
   CHECK(s->find("<<'SATRAP_JOB_END_1'") != std::string::npos);
   CHECK(s->find("if [ \"${SLURM_HET_SIZE:-0}\" != 3 ]") != std::string::npos);
+  // A job file without a checkpoint folder checkpoints into the state dir.
+  o.job_yaml = "name: j2\n";
+  auto defaulted = slurm_render(m, o);
+  REQUIRE(defaulted);
+  CHECK(defaulted->find("dir: .satrap/demo/checkpoints/j2") != std::string::npos);
   auto no_nodes = m;
   no_nodes.nodes[0].resources.cores = 0;
   auto bad = slurm_render(no_nodes, o);
