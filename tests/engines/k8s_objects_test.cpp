@@ -240,7 +240,7 @@ nodes:
   CHECK(k8s_render(bad_ns, o));
 }
 
-TEST_CASE("k8s: a job's own checkpoint folder is kept; one without gets the shared storage") {
+TEST_CASE("k8s: a job's own checkpoint folder is kept, one without gets the shared storage") {
   auto own = job_with_checkpoint_dir("checkpoint: {dir: /data/c, every_steps: 5}\n", "/checkpoints",
                                      600, "n");
   CHECK(own == "checkpoint: {dir: /data/c, every_steps: 5}\n");

@@ -59,7 +59,7 @@ TEST_CASE("slurm: host lists expand as Slurm writes them") {
   }
 }
 
-TEST_CASE("slurm: every process takes the allocation's addresses; a node finds its name") {
+TEST_CASE("slurm: every process takes the allocation's addresses, a node finds its name") {
   auto m = load(cluster);
   auto env = task_env("g[08-09]", "g09");
   REQUIRE(!slurm_apply_allocation(m, env));
