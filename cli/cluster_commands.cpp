@@ -30,7 +30,9 @@ void cluster_commands::add_to(CLI::App& app) {
                              "Run one node of a cluster: joins the head, spawns role "
                              "actors on request, sends heartbeats.");
   shared(node_);
-  node_->add_option("--name", node_name_, "this node's name in the manifest")->required();
+  node_->add_option("--name", node_name_,
+                    "this node's name in the manifest (required, except in `satrap slurm`'s "
+                    "batch job, where Slurm's environment names it)");
   node_->add_option("--wait", wait_s_, "seconds to keep trying to reach the head")
     ->capture_default_str();
   node_->add_option("--starts-file", starts_file_,

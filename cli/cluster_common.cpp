@@ -25,7 +25,9 @@
 
 namespace satrap {
 
-caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out) {
+namespace {
+
+caf::expected<manifest> manifest_as_written(const std::string& flag, std::string* path_out) {
   std::string path = flag;
   if (path.empty())
     if (auto* env = std::getenv("SATRAP_MANIFEST"))
@@ -53,6 +55,32 @@ caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* p
     return err;
   if (path_out)
     *path_out = path;
+  return m;
+}
+
+}  // namespace
+
+slurm_env slurm_env_of_process() {
+  slurm_env env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos && (kv.rfind("SLURM", 0) == 0 || kv.rfind("SATRAP_SLURM", 0) == 0))
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+bool under_slurm() {
+  auto* v = std::getenv("SATRAP_SLURM");
+  return v && std::string(v) == "1";
+}
+
+caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out) {
+  auto m = manifest_as_written(flag, path_out);
+  if (m && under_slurm())
+    if (auto err = slurm_apply_allocation(*m, slurm_env_of_process()))
+      return err;
   return m;
 }
 

@@ -4,6 +4,7 @@
 
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
+#include "engines/slurm_script.hpp"
 #include "spec/manifest.hpp"
 #include "runtime/version.hpp"
 
@@ -16,8 +17,14 @@
 namespace satrap {
 
 // --manifest, else $SATRAP_MANIFEST (a file), else $SATRAP_MANIFEST_YAML (the text; path_out
-// is then ""), else .satrap/current; loaded and validated.
+// is then ""), else .satrap/current; loaded and validated. Under `satrap slurm`'s batch job
+// ($SATRAP_SLURM=1) with the addresses of the Slurm allocation (engines/slurm_script.hpp).
 caf::expected<manifest> cluster_manifest(const std::string& flag, std::string* path_out = nullptr);
+// $SATRAP_SLURM is 1: a process of `satrap slurm`'s batch job.
+bool under_slurm();
+// This process's SLURM* and SATRAP_SLURM* environment variables.
+slurm_env slurm_env_of_process();
+
 // For the commands that start processes which read the manifest from its file (up, supervise):
 // cluster_manifest, given as a file (not $SATRAP_MANIFEST_YAML); `path` is its absolute path.
 caf::expected<manifest> cluster_manifest_file(const std::string& flag, std::string& path);

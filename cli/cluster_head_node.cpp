@@ -126,6 +126,18 @@ int cluster_commands::run_node() {
     std::cerr << "satrap node: " << error_text(m.error()) << "\n";
     return 2;
   }
+  if (node_name_.empty()) {
+    if (!under_slurm()) {
+      std::cerr << "satrap node: --name is required (outside `satrap slurm`'s batch job)\n";
+      return 2;
+    }
+    auto name = slurm_node_name(*m, slurm_env_of_process());
+    if (!name) {
+      std::cerr << "satrap node: " << error_text(name.error()) << "\n";
+      return 2;
+    }
+    node_name_ = *name;
+  }
   auto spec =
     std::find_if(m->nodes.begin(), m->nodes.end(), [&](auto& n) { return n.name == node_name_; });
   if (spec == m->nodes.end()) {
@@ -133,6 +145,9 @@ int cluster_commands::run_node() {
               << m->cluster << "'\n";
     return 2;
   }
+  if (under_slurm())
+    spdlog::info("slurm_node name={} host={} port={} head={}:{}", spec->name, spec->host,
+                 spec->port, m->head.host, m->head.port);
   auto restarts = node_restarts(starts_file_);
   if (!restarts) {
     std::cerr << "satrap node: " << error_text(restarts.error()) << "\n";

@@ -24,8 +24,10 @@ void k8s_command::add_to(CLI::App& app) {
   sub_ = app.add_subcommand(
     "k8s",
     "Print the Kubernetes objects that run a node manifest's cluster: ConfigMap (manifest), "
-    "Secrets (admin token; TLS certificates and node tokens), the head's Deployment and Service, a StatefulSet and headless "
-    "Service per node entry, a Job that submits a job file. Apply with `satrap k8s ... | "
+    "Secrets (admin token; TLS certificates and node tokens), the head's StatefulSet (its state on "
+    "a claim) and Service, a StatefulSet and headless Service per node entry, a Job that submits "
+    "a job file, a NetworkPolicy, a PodDisruptionBudget and optional checkpoint storage. Apply "
+    "with `satrap k8s ... | "
     "kubectl apply -f -`; --flavor podman renders what `podman kube play` runs.");
   sub_->add_option("--manifest", manifest_file_, "node manifest (YAML)")
     ->required()
@@ -61,6 +63,22 @@ void k8s_command::add_to(CLI::App& app) {
                  "job file for the satrap-submit Job (without it the Job "
                  "is suspended and holds the default job)")
     ->check(CLI::ExistingFile);
+  sub_->add_option("--status-from", status_from_,
+                   "CIDR from which the head's status port may be reached, besides the "
+                   "cluster's pods (NetworkPolicy; repeat for more)");
+  sub_->add_option("--head-storage-class", head_storage_class_,
+                   "storage class of the head's state claim (default: the cluster's default)");
+  sub_->add_option("--head-state-size", head_state_size_, "size of the head's state claim")
+    ->capture_default_str();
+  sub_->add_option("--storage-size", storage_size_,
+                   "checkpoint storage: a ReadWriteMany claim of this size, mounted at "
+                   "/checkpoints in the head and node pods; the submitted job checkpoints there "
+                   "unless it names its own checkpoint.dir");
+  sub_->add_option("--storage-class", storage_class_,
+                   "the storage class of that claim (one that offers ReadWriteMany, e.g. GKE's "
+                   "standard-rwx)");
+  sub_->add_option("--storage-claim", storage_claim_,
+                   "checkpoint storage: an existing ReadWriteMany claim instead");
   sub_->add_option("-o,--output", output_, "write to FILE instead of stdout");
 }
 
@@ -75,6 +93,12 @@ int k8s_command::run() {
   o.ns = namespace_;
   o.flavor = flavor_ == "podman" ? k8s_flavor::podman : k8s_flavor::kubernetes;
   o.source = manifest_file_;
+  o.status_from = status_from_;
+  o.head_storage_class = head_storage_class_;
+  o.head_state_size = head_state_size_;
+  o.storage_size = storage_size_;
+  o.storage_class = storage_class_;
+  o.storage_claim = storage_claim_;
   o.secrets = secrets_ == "only"       ? k8s_secrets::only
               : secrets_ == "external" ? k8s_secrets::external
                                        : k8s_secrets::include;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace satrap {
 
@@ -27,6 +28,12 @@ class k8s_command final : public command {
   std::string certs_dir_;
   std::string job_file_;
   std::string output_;
+  std::vector<std::string> status_from_;
+  std::string head_storage_class_;
+  std::string head_state_size_ = "1Gi";
+  std::string storage_size_;
+  std::string storage_class_;
+  std::string storage_claim_;
 };
 
 }  // namespace satrap

@@ -8,6 +8,7 @@
 #include "cli/gen_criteo_command.hpp"
 #include "cli/k8s_command.hpp"
 #include "cli/serving_commands.hpp"
+#include "cli/slurm_command.hpp"
 #include "cli/train_command.hpp"
 
 #include "models/dense/blas_threads.hpp"
@@ -33,13 +34,14 @@ int main(int argc, char** argv) {
   satrap::gen_criteo_command gen_criteo;
   satrap::plan_command plan;
   satrap::k8s_command k8s;
+  satrap::slurm_command slurm;
   satrap::cluster_commands cluster;
   satrap::certs_command certs;
   satrap::export_command export_cmd;
   satrap::predict_command predict;
   satrap::serve_command serve;
   satrap::cache_command cache;
-  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &cluster,
+  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &slurm, &cluster,
                                        &certs, &export_cmd, &predict, &serve, &cache};
   for (auto* c : commands)
     c->add_to(app);

@@ -38,13 +38,30 @@ obj renderer::env() const {
      {{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}}});
 }
 
+// Pod Security "restricted": non-root, no privilege escalation, every capability dropped, the
+// runtime's default seccomp profile; besides, a read-only root file system (satrap writes only
+// to its volumes: the state dir and /tmp). podman's kube play (4.3) gets the same but seccomp,
+// which it takes from its own annotations.
 obj renderer::pod_security() const {
-  return {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}};
+  obj s{{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}};
+  if (!podman)
+    s["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  return s;
 }
 
 obj renderer::container_security() const {
-  return {{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", obj::array({"ALL"})}}}};
+  obj s{{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", obj::array({"ALL"})}}}};
+  if (!podman) {
+    s["readOnlyRootFilesystem"] = true;
+    s["runAsNonRoot"] = true;
+    s["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  }
+  return s;
 }
+
+obj renderer::tmp_volume() const { return {{"name", "tmp"}, {"emptyDir", obj::object()}}; }
+
+obj renderer::tmp_mount() const { return {{"name", "tmp"}, {"mountPath", "/tmp"}}; }
 
 obj renderer::resources(const std::string& cpu, const std::string& memory, int32_t gpus) const {
   obj r{{"cpu", cpu}, {"memory", memory}};
@@ -104,6 +121,26 @@ obj renderer::certs_volume(const std::vector<std::string>& items) const {
   return {{"name", "certs"}, {podman ? "configMap" : "secret", source}};
 }
 
+obj renderer::storage_volume() const {
+  return {{"name", "checkpoints"},
+          {"persistentVolumeClaim", {{"claimName", storage_claim_name()}}}};
+}
+
+obj renderer::storage_mount() const {
+  return {{"name", "checkpoints"}, {"mountPath", k8s_checkpoints_dir}};
+}
+
+obj renderer::storage_claim_object() const {
+  obj spec{{"accessModes", obj::array({"ReadWriteMany"})},
+           {"resources", {{"requests", {{"storage", o.storage_size}}}}}};
+  if (!o.storage_class.empty())
+    spec["storageClassName"] = o.storage_class;
+  return {{"apiVersion", "v1"},
+          {"kind", "PersistentVolumeClaim"},
+          {"metadata", meta("satrap-checkpoints", obj{{"app.kubernetes.io/component", "storage"}})},
+          {"spec", spec}};
+}
+
 obj renderer::certs_mount() const {
   return {{"name", "certs"}, {"mountPath", k8s_certs_dir}, {"readOnly", true}};
 }
@@ -121,6 +158,16 @@ caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
   auto groups = groups_of(m);
   if (!groups)
     return groups.error();
+  if (!o.storage_claim.empty() && !o.storage_size.empty())
+    return make_error(errc::invalid_config,
+                      "give the checkpoint storage as a new claim (size and class) or as an "
+                      "existing claim, not both");
+  if (!o.storage_class.empty() && o.storage_size.empty())
+    return make_error(errc::invalid_config,
+                      "a storage class without a size: give the claim's size too");
+  if (r.podman && r.storage())
+    return make_error(errc::invalid_config,
+                      "checkpoint storage is rendered for flavor kubernetes only");
   if (o.secrets != k8s_secrets::external) {
     if (o.token.empty())
       return make_error(errc::invalid_config, "no admin token for the Secret");
@@ -144,11 +191,15 @@ caf::expected<std::string> k8s_render(const manifest& m, const k8s_options& o) {
   } else if (r.podman) {
     docs.push_back(r.podman_pod(*groups));
   } else {
+    if (r.storage() && o.storage_claim.empty())
+      docs.push_back(r.storage_claim_object());
     for (auto& d : r.head_objects())
       docs.push_back(d);
     for (auto& d : r.node_objects(*groups))
       docs.push_back(d);
     for (auto& d : r.job_objects())
+      docs.push_back(d);
+    for (auto& d : r.policy_objects())
       docs.push_back(d);
   }
   std::ostringstream os;

@@ -11,16 +11,25 @@
 //     cannot give each pod its own Secret), the submit Job only ca.pem and the client's pair.
 //     With secrets `external` neither Secret is rendered (apply `--secrets only` first, so the
 //     rest can be kept in git); with `only`, the Namespace and the two Secrets alone;
-//   - Deployment `head` (one replica; liveness /healthz, readiness /readyz; Prometheus scrape
-//     annotations for /metrics) and Service `head` (admin and status ports; it publishes the
-//     head before it is ready, since the head is ready only once every node has joined);
+//   - StatefulSet `head` (one replica; its state dir, the job table, on a ReadWriteOnce claim so
+//     that a rescheduled head resumes its jobs; startup and liveness /healthz, readiness /readyz;
+//     Prometheus scrape annotations for /metrics) and Service `head` (admin and status ports; it
+//     publishes the head before it is ready, since the head is ready only once every node has
+//     joined);
 //   - per manifest entry `<g>-{i}` with count n: a headless Service `<g>` and a StatefulSet `<g>`
 //     of n replicas (the pod name is the node name), requests = limits from the entry's cores,
 //     memory and GPUs (nvidia.com/gpu), node selectors and tolerations from its labels (below),
-//     restartPolicy Always, a termination grace period, a per-pod emptyDir where the node counts
-//     its starts (so /status shows container restarts);
+//     restartPolicy Always, a termination grace period, TCP startup/liveness/readiness probes of
+//     the node's port, a per-pod emptyDir where the node counts its starts (so /status shows
+//     container restarts);
 //   - ConfigMap `satrap-job` and Job `satrap-submit` running `satrap submit --follow` for it
-//     (suspended unless a job file was given).
+//     (suspended unless a job file was given);
+//   - NetworkPolicy `satrap`: only the cluster's pods reach the CAF ports and the status port
+//     (and `status_from` CIDRs the status port); PodDisruptionBudget `satrap-nodes`: a drain
+//     takes at most one node pod at a time.
+//   Every pod: Pod Security "restricted" (non-root, no privilege escalation, capabilities
+//   dropped, seccomp RuntimeDefault), a read-only root file system (writable: the state dir and
+//   /tmp), no service account token.
 // Flavor podman (`podman kube play`, which runs Pods and Deployments but not StatefulSets,
 // Services or Jobs, cannot mount Secrets and keeps ConfigMap volumes after `kube down`): the
 // same containers from the same code (the two Secrets as ConfigMaps; the certificates' one,
@@ -56,6 +65,8 @@ enum class k8s_secrets { include, external, only };
 
 // Where the pods find the cluster's certificates and node tokens (the satrap-certs volume).
 inline constexpr const char* k8s_certs_dir = "/etc/satrap/certs";
+// Where the pods mount the shared checkpoint storage (k8s_options::storage_*).
+inline constexpr const char* k8s_checkpoints_dir = "/checkpoints";
 
 struct k8s_options {
   std::string image = "localhost/satrap:latest";
@@ -71,6 +82,17 @@ struct k8s_options {
   std::string head_cpu = "2";  // the head's requests and limits
   std::string head_memory = "4Gi";
   int node_wait_s = 600;  // how long a node keeps trying to reach the head
+  // Flavor kubernetes: the head's state claim (ReadWriteOnce; "" class = the cluster's default)
+  // and where the status port may be reached from besides the cluster's pods (CIDRs).
+  std::string head_state_size = "1Gi";
+  // Checkpoint storage every node pod and the head share, mounted at k8s_checkpoints_dir: a
+  // ReadWriteMany claim `satrap-checkpoints` of this class and size (storage_size not empty), or
+  // an existing claim (storage_claim). The submit Job's job then checkpoints there by default.
+  std::string storage_class;
+  std::string storage_size;
+  std::string storage_claim;
+  std::string head_storage_class;
+  std::vector<std::string> status_from;
   int termination_grace_s = 30;
 };
 

@@ -57,6 +57,9 @@ struct renderer {
   obj pod_security() const;
   obj container_security() const;
   obj resources(const std::string& cpu, const std::string& memory, int32_t gpus) const;
+  // /tmp, writable (TMPDIR: the data cache) under a read-only root file system.
+  obj tmp_volume() const;
+  obj tmp_mount() const;
   obj state_volume(const std::string& name = "state") const;
   obj state_mount(const std::string& name = "state") const;
   obj manifest_config() const;
@@ -72,6 +75,14 @@ struct renderer {
   // The certificates and node tokens, read-only; `items` limits them to those files.
   obj certs_volume(const std::vector<std::string>& items = {}) const;
   obj certs_mount() const;
+  // The shared checkpoint storage, when options name one.
+  bool storage() const { return !o.storage_size.empty() || !o.storage_claim.empty(); }
+  std::string storage_claim_name() const {
+    return o.storage_claim.empty() ? std::string("satrap-checkpoints") : o.storage_claim;
+  }
+  obj storage_volume() const;
+  obj storage_mount() const;
+  obj storage_claim_object() const;
   obj head_container(const std::string& volume) const;
   obj head_objects() const;
   obj node_container(const group& g, const std::string& container_name,
@@ -85,6 +96,9 @@ struct renderer {
   obj pod_labels(const group& g) const;
   obj node_objects(const std::vector<group>& groups) const;
   obj job_objects() const;
+  // Who may reach the pods (the cluster's own pods; the status port also from
+  // `status_from`) and how many node pods a drain may take at once (one).
+  obj policy_objects() const;
 };
 
 }  // namespace satrap::k8s_detail

@@ -1,5 +1,6 @@
 // The workloads of the Kubernetes objects: the head (Deployment and Service), the nodes (a
 // headless Service and a StatefulSet per manifest entry, or podman's one Pod) and the submit Job.
+#include "engines/job_checkpoints.hpp"
 #include "engines/k8s_parts.hpp"
 
 #include <algorithm>
@@ -27,8 +28,12 @@ obj renderer::head_container(const std::string& volume) const {
     // into commands run inside the container under systemd timers: neither here.
     container["ports"] = obj::array({{{"name", "admin"}, {"containerPort", m.head.port}},
                                      {{"name", "status"}, {"containerPort", m.head.status_port}}});
+    container["startupProbe"] = probe("/healthz", 2, 30);
     container["livenessProbe"] = probe("/healthz", 10, 3);
     container["readinessProbe"] = probe("/readyz", 5, 1);
+    container["volumeMounts"].push_back(tmp_mount());
+    if (storage())
+      container["volumeMounts"].push_back(storage_mount());
   }
   return container;
 }
@@ -38,20 +43,32 @@ obj renderer::head_objects() const {
   obj scrape{{"prometheus.io/scrape", "true"},
              {"prometheus.io/port", std::to_string(m.head.status_port)},
              {"prometheus.io/path", "/metrics"}};
+  // The job table lives on a claim of its own: a rescheduled head finds its jobs there and
+  // resumes them. A StatefulSet of one: never two heads at once, the claim follows the pod.
   obj pod_spec{{"restartPolicy", "Always"},
                {"terminationGracePeriodSeconds", o.termination_grace_s},
+               {"automountServiceAccountToken", false},
                {"securityContext", pod_security()},
                {"containers", obj::array({head_container("state")})},
-               {"volumes", obj::array({state_volume(), certs_volume()})}};
+               {"volumes", obj::array({certs_volume(), tmp_volume()})}};
+  if (storage())
+    pod_spec["volumes"].push_back(storage_volume());
   obj template_md{{"labels", labels("head")}, {"annotations", scrape}};
+  obj claim_spec{{"accessModes", obj::array({"ReadWriteOnce"})},
+                 {"resources", {{"requests", {{"storage", o.head_state_size}}}}}};
+  if (!o.head_storage_class.empty())
+    claim_spec["storageClassName"] = o.head_storage_class;
   obj deployment{{"apiVersion", "apps/v1"},
-                 {"kind", "Deployment"},
+                 {"kind", "StatefulSet"},
                  {"metadata", meta("head", component)},
                  {"spec",
-                  {{"replicas", 1},
-                   {"strategy", {{"type", "Recreate"}}},  // never two heads at once
+                  {{"serviceName", "head"},
+                   {"replicas", 1},
                    {"selector", {{"matchLabels", labels("head")}}},
-                   {"template", {{"metadata", template_md}, {"spec", pod_spec}}}}}};
+                   {"template", {{"metadata", template_md}, {"spec", pod_spec}}},
+                   {"volumeClaimTemplates",
+                    obj::array({{{"metadata", {{"name", "state"}, {"labels", labels("head")}}},
+                                 {"spec", claim_spec}}})}}}};
   auto service_md = meta("head", component);
   service_md["annotations"] = scrape;
   obj service{
@@ -90,8 +107,22 @@ obj renderer::node_container(const group& g, const std::string& container_name,
                             k8s_memory_quantity(n.resources.memory_bytes), n.resources.gpus)},
     {"securityContext", container_security()},
     {"volumeMounts", obj::array({state_mount(volume), certs_mount()})}};
-  if (!podman)
+  if (!podman) {
     container["ports"] = obj::array({{{"name", "node"}, {"containerPort", port}}});
+    // The node agent listens once it has started; a node that stops listening is restarted.
+    auto probe = [&](int period, int failures) {
+      return obj{{"tcpSocket", {{"port", "node"}}},
+                 {"periodSeconds", period},
+                 {"timeoutSeconds", 3},
+                 {"failureThreshold", failures}};
+    };
+    container["startupProbe"] = probe(2, 60);
+    container["livenessProbe"] = probe(10, 3);
+    container["readinessProbe"] = probe(5, 1);
+    container["volumeMounts"].push_back(tmp_mount());
+    if (storage())
+      container["volumeMounts"].push_back(storage_mount());
+  }
   return container;
 }
 
@@ -114,8 +145,11 @@ obj renderer::node_pod_spec(const group& g, const std::string& node_name, uint16
       spec["tolerations"] =
         obj::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
   }
+  spec["automountServiceAccountToken"] = false;
   spec["containers"] = obj::array({node_container(g, "node", node_name, port, "state")});
-  spec["volumes"] = obj::array({state_volume(), certs_volume()});
+  spec["volumes"] = obj::array({state_volume(), certs_volume(), tmp_volume()});
+  if (storage())
+    spec["volumes"].push_back(storage_volume());
   return spec;
 }
 
@@ -195,6 +229,10 @@ obj renderer::job_objects() const {
                       : o.job_yaml;
   if (job.back() != '\n')
     job += '\n';
+  if (storage())
+    job = job_with_checkpoint_dir(job, k8s_checkpoints_dir, 600,
+                                  "checkpoint.dir on the shared claim, set by satrap k8s (the job "
+                                  "had none)");
   obj cm{{"apiVersion", "v1"},
          {"kind", "ConfigMap"},
          {"metadata", meta("satrap-job")},
@@ -209,8 +247,9 @@ obj renderer::job_objects() const {
     {"resources", resources("100m", "256Mi", 0)},
     {"securityContext", container_security()},
     {"volumeMounts",
-     obj::array(
-       {{{"name", "job"}, {"mountPath", "/etc/satrap/job"}, {"readOnly", true}}, certs_mount()})}};
+     obj::array({{{"name", "job"}, {"mountPath", "/etc/satrap/job"}, {"readOnly", true}},
+                 certs_mount(),
+                 tmp_mount()})}};
   obj jobobj{
     {"apiVersion", "batch/v1"},
     {"kind", "Job"},
@@ -222,11 +261,53 @@ obj renderer::job_objects() const {
        {{"metadata", {{"labels", labels("submit")}}},
         {"spec",
          {{"restartPolicy", "Never"},
+          {"automountServiceAccountToken", false},
           {"securityContext", pod_security()},
           {"containers", obj::array({container})},
           {"volumes", obj::array({{{"name", "job"}, {"configMap", {{"name", "satrap-job"}}}},
-                                  certs_volume({"ca.pem", "client.pem", "client.key"})})}}}}}}}};
+                                  certs_volume({"ca.pem", "client.pem", "client.key"}),
+                                  tmp_volume()})}}}}}}}};
   return obj::array({cm, jobobj});
+}
+
+obj renderer::policy_objects() const {
+  obj own{{"podSelector", {{"matchLabels", {{"app.kubernetes.io/instance", m.cluster}}}}}};
+  obj caf_ports = obj::array({{{"protocol", "TCP"}, {"port", m.head.port}}});
+  std::vector<uint16_t> seen{m.head.port};
+  if (auto groups = groups_of(m))
+    for (auto& g : *groups)
+      if (std::find(seen.begin(), seen.end(), g.first.port) == seen.end()) {
+        seen.push_back(g.first.port);
+        caf_ports.push_back({{"protocol", "TCP"}, {"port", g.first.port}});
+      }
+  obj status_port = obj::array({{{"protocol", "TCP"}, {"port", m.head.status_port}}});
+  obj ingress = obj::array({{{"from", obj::array({own})}, {"ports", caf_ports}},
+                            {{"from", obj::array({own})}, {"ports", status_port}}});
+  if (!o.status_from.empty()) {
+    obj from = obj::array();
+    for (auto& cidr : o.status_from)
+      from.push_back({{"ipBlock", {{"cidr", cidr}}}});
+    ingress.push_back({{"from", from}, {"ports", status_port}});
+  }
+  obj policy{{"apiVersion", "networking.k8s.io/v1"},
+             {"kind", "NetworkPolicy"},
+             {"metadata", meta("satrap", obj{{"app.kubernetes.io/component", "network"}})},
+             {"spec",
+              {{"podSelector", {{"matchLabels", {{"app.kubernetes.io/instance", m.cluster}}}}},
+               {"policyTypes", obj::array({"Ingress"})},
+               {"ingress", ingress}}}};
+  // A job survives the loss of a node (re-placed on the others, from its newest checkpoint),
+  // not of several at once: a drain takes one node pod at a time.
+  obj budget{
+    {"apiVersion", "policy/v1"},
+    {"kind", "PodDisruptionBudget"},
+    {"metadata", meta("satrap-nodes", obj{{"app.kubernetes.io/component", "node"}})},
+    {"spec",
+     {{"maxUnavailable", 1},
+      {"selector",
+       {{"matchLabels",
+         {{"app.kubernetes.io/instance", m.cluster}, {"app.kubernetes.io/component", "node"}}}}}}}};
+  return obj::array({policy, budget});
 }
 
 }  // namespace satrap::k8s_detail

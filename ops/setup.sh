@@ -33,7 +33,9 @@ packages=(build-essential cmake ccache pkg-config git
           # Deployment: the image and the container test (podman with runc, the local pause
           # image needs catatonit; debootstrap makes the base image).
           podman runc catatonit conmon containernetworking-plugins iptables uidmap slirp4netns
-          fuse-overlayfs debootstrap binutils)
+          fuse-overlayfs debootstrap binutils
+          # Slurm (`satrap slurm`): its test starts a one-host slurmctld + slurmd with munge.
+          slurm-wlm munge)
 # npm fetches uPlot for the dashboard (web/package.json) and the Kubernetes schema validator
 # (ops/k8s/validate/package.json); Debian's nodejs + npm unless a Node.js with npm is there already (a NodeSource nodejs ships its own npm and conflicts with Debian's).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -61,7 +61,7 @@ expect 0 "$satrap" plan --manifest "$work/m.yaml" --job "$tiny"
 expect 2 "$satrap" plan --manifest "$src/tests/cli/bad_manifest.yaml"
 expect 2 "$satrap" plan --manifest "$src/ops/manifests/local-3node.yaml" --job "$src/ops/jobs/persia-100t.yaml"
 # cluster commands: bad manifest (2), bad job (2), unreachable head (1)
-for cmd in head node up down supervise submit jobs cancel status checkpoint k8s; do
+for cmd in head node up down supervise submit jobs cancel status checkpoint k8s slurm; do
   expect 2 "$satrap" "$cmd" --no-such-flag
 done
 for cmd in status jobs; do
@@ -88,6 +88,13 @@ for f in k8s.yaml k8s-old.yaml; do
     echo "ok   satrap k8s -o $f: mode 600"
   fi
 done
+expect 2 "$satrap" slurm --manifest "$work/no-such-manifest.yaml"
+expect 2 "$satrap" slurm --manifest "$src/tests/cli/bad_manifest.yaml"
+expect 2 "$satrap" slurm --manifest "$work/m.yaml" --job "$work/bad.yaml"
+expect 0 "$satrap" slurm --manifest "$work/m.yaml" --job "$tiny" -o "$work/run.sh"
+expect 1 "$satrap" slurm --manifest "$work/m.yaml" -o "$work/no-such-dir/run.sh"
+expect 2 "$satrap" node --manifest "$work/m.yaml"   # no --name outside Slurm
+expect 2 env SATRAP_SLURM=1 "$satrap" node --manifest "$work/m.yaml"   # not in a Slurm job
 expect 2 "$satrap" submit "${m[@]}" "$work/bad.yaml"
 expect 1 "$satrap" submit "${m[@]}" "$tiny"
 expect 1 "$satrap" cancel "${m[@]}" 1

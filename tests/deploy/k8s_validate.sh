@@ -26,12 +26,31 @@ for m in gcp-persia-100t local-3node; do
     files+=("$work/$m-$flavor.yaml")
   done
 done
+# With checkpoint storage (a new ReadWriteMany claim).
+"$satrap" k8s --manifest "$root/ops/manifests/local-3node.yaml" --namespace satrap-test --secrets external \
+  --storage-size 100Gi --storage-class standard-rwx --job "$root/tests/cli/tiny_job.yaml" \
+  -o "$work/local-3node-storage.yaml"
+grep -q "kind: PersistentVolumeClaim" "$work/local-3node-storage.yaml" \
+  || { echo "k8s_validate: FAIL: --storage-size rendered no claim" >&2; exit 1; }
+files+=("$work/local-3node-storage.yaml")
 "$satrap" k8s --manifest "$root/ops/manifests/local-3node.yaml" --secrets only --certs "$work/certs" \
   -o "$work/secrets-only.yaml"
 grep -q "kind: Secret" "$work/secrets-only.yaml" && grep -q "BEGIN CERTIFICATE" "$work/secrets-only.yaml" \
   || { echo "k8s_validate: FAIL: --secrets only rendered no certificate Secret" >&2; exit 1; }
 files+=("$work/secrets-only.yaml")
 node "$validator/validate.mjs" "${files[@]}"
+# Pod Security "restricted" (and read-only roots) for the Kubernetes flavor (podman's one Pod uses
+# the host's network, which restricted forbids), and a pod that breaks it must be refused.
+node "$validator/validate.mjs" --restricted "$root/ops/k8s/persia-100t.yaml" \
+  "$work/gcp-persia-100t-kubernetes.yaml" "$work/local-3node-kubernetes.yaml" \
+  "$work/local-3node-storage.yaml"
+sed -e 's/readOnlyRootFilesystem: true/readOnlyRootFilesystem: false/' \
+  "$work/local-3node-kubernetes.yaml" > "$work/writable.yaml"
+if out=$(node "$validator/validate.mjs" --restricted "$work/writable.yaml" 2>&1); then
+  echo "k8s_validate: FAIL: a writable root file system passed the restricted check" >&2; exit 1
+fi
+echo "$out" | grep -q 'readOnlyRootFilesystem not true' \
+  || { echo "k8s_validate: FAIL: unexpected restricted-check output: $out" >&2; exit 1; }
 # A field the API does not know and a wrong type must be refused.
 sed -e 's/^  replicas: 1$/  replicas: one/' -e 's/^  serviceName: gpu$/  serviceName: gpu\n  bogusField: 1/' \
   "$root/ops/k8s/persia-100t.yaml" > "$work/broken.yaml"

@@ -1,6 +1,7 @@
 // satrap k8s: the manifest the pods read back names their DNS names and keeps every node's
 // resources; quantities; names Kubernetes cannot take are refused; both flavors render.
 #include "runtime/error.hpp"
+#include "engines/job_checkpoints.hpp"
 #include "engines/k8s_objects.hpp"
 #include "spec/manifest.hpp"
 
@@ -77,11 +78,11 @@ TEST_CASE("k8s: objects of both flavors") {
   for (auto& d : docs)
     kinds.push_back(d["kind"].as<std::string>() + "/" + d["metadata"]["name"].as<std::string>());
   CHECK(kinds
-        == std::vector<std::string>{"Namespace/demo", "ConfigMap/satrap-manifest",
-                                    "Secret/satrap-admin", "Secret/satrap-certs", "Deployment/head",
-                                    "Service/head", "Service/big", "StatefulSet/big", "Service/gpu",
-                                    "StatefulSet/gpu", "ConfigMap/satrap-job",
-                                    "Job/satrap-submit"});
+        == std::vector<std::string>{
+          "Namespace/demo", "ConfigMap/satrap-manifest", "Secret/satrap-admin",
+          "Secret/satrap-certs", "StatefulSet/head", "Service/head", "Service/big",
+          "StatefulSet/big", "Service/gpu", "StatefulSet/gpu", "ConfigMap/satrap-job",
+          "Job/satrap-submit", "NetworkPolicy/satrap", "PodDisruptionBudget/satrap-nodes"});
   CHECK(docs[3]["stringData"]["node-gpu-1.token"].as<std::string>()
         == "contents of node-gpu-1.token\n");
   CHECK(!docs[3]["stringData"]["ca.key"]);  // the CA key never leaves the operator
@@ -105,6 +106,78 @@ TEST_CASE("k8s: objects of both flavors") {
   CHECK(docs[11]["spec"]["suspend"].as<bool>());  // no job file given
   // The submit Job sees only the client's pair and the CA.
   CHECK(docs[11]["spec"]["template"]["spec"]["volumes"][1]["secret"]["items"].size() == 3);
+  // The head's job table on a claim of its own, so that a rescheduled head finds it.
+  auto head = docs[4]["spec"];
+  CHECK(head["replicas"].as<int>() == 1);
+  CHECK(head["volumeClaimTemplates"][0]["metadata"]["name"].as<std::string>() == "state");
+  CHECK(head["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"].as<std::string>()
+        == "state");
+  // Pod Security "restricted" on every pod, a read-only root with /tmp writable, probes.
+  for (auto* i : {&docs[4], &docs[7], &docs[9]}) {
+    auto spec = (*i)["spec"]["template"]["spec"];
+    CHECK(spec["securityContext"]["seccompProfile"]["type"].as<std::string>() == "RuntimeDefault");
+    CHECK(spec["securityContext"]["runAsNonRoot"].as<bool>());
+    auto c = spec["containers"][0];
+    CHECK(c["securityContext"]["readOnlyRootFilesystem"].as<bool>());
+    CHECK(!c["securityContext"]["allowPrivilegeEscalation"].as<bool>());
+    CHECK(c["securityContext"]["capabilities"]["drop"][0].as<std::string>() == "ALL");
+    CHECK(c["startupProbe"]);
+    CHECK(c["livenessProbe"]);
+    CHECK(c["readinessProbe"]);
+    bool tmp = false;
+    for (auto v : c["volumeMounts"])
+      tmp = tmp || v["mountPath"].as<std::string>() == "/tmp";
+    CHECK(tmp);
+  }
+  // Only the cluster's pods reach the CAF ports (head 5000, nodes 5002 and 5010).
+  auto policy = docs[12]["spec"];
+  CHECK(policy["ingress"].size() == 2);
+  CHECK(policy["ingress"][0]["ports"].size() == 3);
+  CHECK(policy["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"]
+          .as<std::string>()
+        == "demo");
+  CHECK(docs[13]["spec"]["maxUnavailable"].as<int>() == 1);
+  o.status_from = {"10.0.0.0/8"};
+  auto opened = YAML::LoadAll(*k8s_render(m, o));
+  CHECK(opened[12]["spec"]["ingress"][2]["from"][0]["ipBlock"]["cidr"].as<std::string>()
+        == "10.0.0.0/8");
+  CHECK(opened[12]["spec"]["ingress"][2]["ports"][0]["port"].as<int>() == 5009);
+  o.status_from.clear();
+  // Checkpoint storage: a ReadWriteMany claim mounted in the head and the node pods, the
+  // submitted job's default checkpoint folder.
+  o.storage_size = "100Gi";
+  o.storage_class = "standard-rwx";
+  o.job_yaml = "name: big-job\ntraining: {train_batches: 10}\n";
+  auto stored = YAML::LoadAll(*k8s_render(m, o));
+  REQUIRE(stored.size() == 15);
+  CHECK(stored[4]["kind"].as<std::string>() == "PersistentVolumeClaim");
+  CHECK(stored[4]["spec"]["accessModes"][0].as<std::string>() == "ReadWriteMany");
+  CHECK(stored[4]["spec"]["storageClassName"].as<std::string>() == "standard-rwx");
+  for (auto i : {5, 8, 10}) {
+    auto spec = stored[i]["spec"]["template"]["spec"];
+    bool mounted = false;
+    for (auto v : spec["containers"][0]["volumeMounts"])
+      mounted = mounted || v["mountPath"].as<std::string>() == k8s_checkpoints_dir;
+    CHECK(mounted);
+    CHECK(spec["volumes"][spec["volumes"].size() - 1]["persistentVolumeClaim"]["claimName"]
+            .as<std::string>()
+          == "satrap-checkpoints");
+  }
+  auto job = YAML::Load(stored[11]["data"]["job.yaml"].as<std::string>());
+  CHECK(job["checkpoint"]["dir"].as<std::string>() == "/checkpoints/big-job");
+  CHECK(job["checkpoint"]["every_seconds"].as<int>() == 600);
+  CHECK(job["training"]["train_batches"].as<int>() == 10);
+  o.storage_claim = "mine";
+  CHECK(!k8s_render(m, o));  // a new claim or an existing one, not both
+  o.storage_size.clear();
+  o.storage_class.clear();
+  auto existing = YAML::LoadAll(*k8s_render(m, o));
+  CHECK(existing.size() == 14);  // no claim rendered: it exists
+  CHECK(existing[4]["spec"]["template"]["spec"]["volumes"][2]["persistentVolumeClaim"]["claimName"]
+          .as<std::string>()
+        == "mine");
+  o.storage_claim.clear();
+  o.job_yaml.clear();
 
   o.flavor = k8s_flavor::podman;
   auto podman = k8s_render(m, o);
@@ -165,4 +238,22 @@ nodes:
   o.ns = "demo";
   o.secrets = k8s_secrets::external;  // no certificate files in this test
   CHECK(k8s_render(bad_ns, o));
+}
+
+TEST_CASE("k8s: a job's own checkpoint folder is kept, one without gets the shared storage") {
+  auto own = job_with_checkpoint_dir("checkpoint: {dir: /data/c, every_steps: 5}\n", "/checkpoints",
+                                     600, "n");
+  CHECK(own == "checkpoint: {dir: /data/c, every_steps: 5}\n");
+  auto scheduled = YAML::Load(
+    job_with_checkpoint_dir("checkpoint: {every_steps: 50}\n", "/checkpoints", 600, "n"));
+  CHECK(scheduled["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
+  CHECK(scheduled["checkpoint"]["every_steps"].as<int>() == 50);
+  CHECK(!scheduled["checkpoint"]["every_seconds"]);
+  auto empty =
+    YAML::Load(job_with_checkpoint_dir("# the default job\n{}\n", "/checkpoints", 300, "n"));
+  CHECK(empty["checkpoint"]["every_seconds"].as<int>() == 300);
+  auto odd_name = YAML::Load(job_with_checkpoint_dir("name: ../x\n", "/checkpoints", 300, "n"));
+  CHECK(odd_name["checkpoint"]["dir"].as<std::string>() == "/checkpoints/job");
+  CHECK(job_with_checkpoint_dir("[1, 2]\n", "/checkpoints", 300, "n")
+        == "[1, 2]\n");  // not a job: submit refuses
 }

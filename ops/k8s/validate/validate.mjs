@@ -3,7 +3,11 @@
 // models check types, formats, enums and required fields; they accept fields the API does not
 // know (which the API server drops or refuses), so every field is also looked up in the models'
 // type declarations (.d.ts, generated from the same schema): an unknown field is an error.
-// usage: node validate.mjs FILE...   exit 0: all valid; 1: errors listed.
+// With --restricted, every pod (Pod, and the pod templates of Deployments, StatefulSets, Jobs,
+// ...) must also meet Pod Security's "restricted" profile (its rules as of Kubernetes 1.30:
+// https://kubernetes.io/docs/concepts/security/pod-security-standards/), and satrap's own rule
+// on top: a read-only root file system in every container.
+// usage: node validate.mjs [--restricted] FILE...   exit 0: all valid; 1: errors listed.
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -62,9 +66,60 @@ function unknownFields(value, file, path, out) {
   }
 }
 
+// The pod spec of an object, or null: a Pod's spec, a workload's template, a CronJob's job's.
+function podSpec(doc) {
+  if (doc.kind === "Pod") return doc.spec ?? null;
+  if (doc.kind === "CronJob") return doc.spec?.jobTemplate?.spec?.template?.spec ?? null;
+  return doc.spec?.template?.spec ?? null;
+}
+
+const allowedVolumes = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                        "persistentVolumeClaim", "projected", "secret"];
+
+// Pod Security "restricted" and a read-only root: what `spec` breaks, as messages.
+function restrictedProblems(spec) {
+  const out = [];
+  const pod = spec.securityContext ?? {};
+  for (const f of ["hostNetwork", "hostPID", "hostIPC"])
+    if (spec[f]) out.push(`${f} is true`);
+  for (const v of spec.volumes ?? []) {
+    const type = Object.keys(v).find((k) => k !== "name");
+    if (!allowedVolumes.includes(type)) out.push(`volume ${v.name}: type ${type} not allowed`);
+  }
+  const seccompOk = (s) => s && (s.type === "RuntimeDefault" || s.type === "Localhost");
+  if (pod.seccompProfile && !seccompOk(pod.seccompProfile))
+    out.push(`pod seccompProfile ${pod.seccompProfile.type}`);
+  if (pod.runAsUser === 0) out.push("pod runAsUser 0");
+  const containers = [...(spec.initContainers ?? []), ...(spec.containers ?? []),
+                      ...(spec.ephemeralContainers ?? [])];
+  for (const c of containers) {
+    const s = c.securityContext ?? {};
+    const where = `container ${c.name}`;
+    if (s.privileged) out.push(`${where}: privileged`);
+    if (s.allowPrivilegeEscalation !== false) out.push(`${where}: allowPrivilegeEscalation not false`);
+    if (!(s.runAsNonRoot ?? pod.runAsNonRoot)) out.push(`${where}: runAsNonRoot not true`);
+    if (s.runAsUser === 0) out.push(`${where}: runAsUser 0`);
+    if (!seccompOk(s.seccompProfile ?? pod.seccompProfile))
+      out.push(`${where}: seccompProfile not RuntimeDefault or Localhost`);
+    const caps = s.capabilities ?? {};
+    if (!(caps.drop ?? []).includes("ALL")) out.push(`${where}: capabilities do not drop ALL`);
+    for (const a of caps.add ?? [])
+      if (a !== "NET_BIND_SERVICE") out.push(`${where}: adds capability ${a}`);
+    for (const p of c.ports ?? []) if (p.hostPort) out.push(`${where}: hostPort ${p.hostPort}`);
+    if (s.readOnlyRootFilesystem !== true) out.push(`${where}: readOnlyRootFilesystem not true`);
+  }
+  return out;
+}
+
 let errors = 0;
 let count = 0;
+let restricted = false;
+let pods = 0;
 for (const file of process.argv.slice(2)) {
+  if (file === "--restricted") {
+    restricted = true;
+    continue;
+  }
   const docs = yaml.loadAll(readFileSync(file, "utf8")).filter((d) => d !== null && d !== undefined);
   for (const [i, doc] of docs.entries()) {
     const where = `${file}: object ${i + 1} (${doc.kind ?? "?"} ${doc.metadata?.name ?? "?"})`;
@@ -92,6 +147,16 @@ for (const file of process.argv.slice(2)) {
       ++errors;
       continue;
     }
+    const spec = restricted ? podSpec(doc) : null;
+    if (spec) {
+      const problems = restrictedProblems(spec);
+      if (problems.length > 0) {
+        console.error(`${where}: not Pod Security "restricted": ${problems.join("; ")}`);
+        ++errors;
+        continue;
+      }
+      ++pods;
+    }
     ++count;
   }
 }
@@ -99,4 +164,5 @@ if (errors > 0) {
   console.error(`validate: ${errors} invalid object(s)`);
   process.exit(1);
 }
-console.log(`validate: ${count} object(s) valid`);
+console.log(`validate: ${count} object(s) valid` +
+            (restricted ? `, ${pods} pod spec(s) meet Pod Security "restricted"` : ""));
