@@ -212,6 +212,10 @@ int train_command::run() {
   caf::actor_system sys{cfg};
   std::string final_snapshot_dir;  // with --export: where the final model's rows go first
   if (!export_.empty()) {
+    if (auto why = export_unsupported(spec); !why.empty()) {
+      std::cerr << "satrap train: --export: " << why << "\n";
+      return 2;
+    }
     std::error_code ec;
     if (std::filesystem::exists(export_, ec) && !std::filesystem::is_empty(export_, ec)) {
       std::cerr << "satrap train: --export " << export_ << ": exists and is not empty\n";

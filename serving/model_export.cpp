@@ -7,10 +7,21 @@
 
 namespace satrap {
 
+std::string export_unsupported(const job_spec& spec) {
+  if (!spec.data.format.features.empty() || spec.data.format.value_weights)
+    return std::string("export: a job with ")
+           + (spec.data.format.value_weights ? "data.value_weights" : "data.features")
+           + " cannot be exported yet (serving does not pool by feature, weight or table; "
+             "README \"Not yet\"); train without --export";
+  return "";
+}
+
 caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<const float> params,
                                             int64_t step, const std::string& snapshot_root,
                                             uint64_t sequence, const std::string& out,
                                             uint32_t shards, const std::string& version, env& e) {
+  if (auto why = export_unsupported(spec); !why.empty())
+    return make_error(errc::invalid_config, why);
   exported_model_meta meta;
   meta.name = spec.name;
   meta.version = version.empty() ? "step-" + std::to_string(step) : version;
