@@ -161,11 +161,14 @@ caf::expected<std::unique_ptr<dense_model>> make_model(const dense_trainer_confi
                                               + dense_precision_name(c.model.precision)
                                               + ": the CPU dense path computes in fp32 only");
   if (!c.cuda && c.model.type == dense_model_type::torchscript) {
-    // libtorch's own intra-op threads, blas_threads of them (torchscript.hpp).
-    auto m = make_dense_model_checked(c.model, c.seed, c.blas_threads);
+    // libtorch at one intra-op thread; with blas_threads > 1 the batch is split over replicas of
+    // the module as for the built-in models (batch_split.hpp): on 2 cores torch's own 2 threads
+    // ran the Kaggle DLRM at 0.2-0.6 of its 1 thread (tests/bench/torchscript_vs_torch.sh).
+    auto m = make_dense_model_checked(c.model, c.seed, 1);
     if (!m)
       return make_error(errc::invalid_config, m.error());
-    return std::move(*m);
+    if (c.blas_threads <= 1)
+      return std::move(*m);
   }
   if (!c.cuda)  // splits each step's batch over blas_threads threads (batch_split.hpp)
     return make_cpu_dense_model(c.model, c.seed, c.blas_threads);

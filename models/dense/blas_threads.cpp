@@ -15,12 +15,6 @@ std::atomic<int> current{0};  // the count last set; 0: never set here
 }  // namespace
 
 int auto_blas_threads(const dense_model_config& model, int cores) {
-  // A TorchScript module: libtorch's intra-op threads. One by default: on 2 cores torch's 2
-  // threads ran the Kaggle DLRM at 0.2-0.6 of its 1 thread (tests/bench/torchscript_vs_torch.sh),
-  // and the trainer's other core serves the loaders, aggregators and shards. training.blas_threads
-  // gives libtorch more.
-  if (model.type == dense_model_type::torchscript)
-    return 1;
   if (cores <= 1 || dense_model_param_count(model) < blas_threads_auto_params)
     return 1;
   return std::min(cores, 8);  // OpenBLAS's sgemm gains little past a few threads at these sizes

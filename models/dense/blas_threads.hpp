@@ -9,7 +9,8 @@
 //
 // auto_blas_threads decides `training.blas_threads: 0` (auto): the process's cores when the dense
 // network is big enough that its GEMMs dominate a step (dense_model_param_count >=
-// blas_threads_auto_params), else 1; a TorchScript module 1 (libtorch's intra-op threads). Measured in tests/bench/README.md ("train_vs_torch.sh", and
+// blas_threads_auto_params), else 1 (a TorchScript module too: its batch is split over replicas, each
+// with libtorch at one thread). Measured in tests/bench/README.md ("train_vs_torch.sh", and
 // its first section for 2026-12-06): the Kaggle DLRM shape (475k parameters) runs ~1.4x faster
 // with 2 threads on 2 cores, and since the batch split (batch_split.hpp) an 80k-parameter top
 // 1.06-1.15x; a 13k or 33k one runs as fast either way, and the default job (~1k parameters, a

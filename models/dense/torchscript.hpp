@@ -7,6 +7,10 @@
 //     embeddings  float32 [B, S, E]  the pooled embeddings of the S slots, E = model.dim
 //     returns     float32 [B] or [B, 1]: one logit per sample (several tasks come with the
 //                 labels of "Features as they come": a module returning [B, T>1] is refused now)
+//   A CPU trainer with training.blas_threads > 1 splits each batch over that many replicas of the
+//   module, each with libtorch at one thread (models/dense/batch_split.hpp); random ops (dropout)
+//   then draw from libtorch's one global generator from several threads, so such steps are not
+//   bit-reproducible (they are at one thread, the default for modules under 50k parameters).
 //   Parameters are float32 (every nn.Module parameter; buffers are left to the module). The loss
 //   is satrap's binary cross-entropy on the logits, as for the built-in models; dropout and other
 //   train/eval differences follow module.train() / module.eval(), set by satrap.
