@@ -11,6 +11,7 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <caffe2/serialize/versions.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -289,6 +290,9 @@ result<std::unique_ptr<dense_model>> make(std::shared_ptr<const std::string> arc
     return m.failure();
   try {
     at::set_num_threads(std::max(threads, 1));
+    // The module runs as eager PyTorch would: without the graph executor's optimisations, whose
+    // differentiable subgraphs (symbolic autodiff) ran the Kaggle DLRM slower than eager here.
+    torch::jit::setGraphExecutorOptimize(false);
     torch::manual_seed(seed);  // dropout and other random ops in the module
     return std::unique_ptr<dense_model>(new torchscript_model(std::move(*m), c));
   } catch (const std::exception& e) {
