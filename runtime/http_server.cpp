@@ -124,10 +124,13 @@ class connection_guard {
     watchdog_.join();
   }
 
-  // False when `addr` holds the cap already. `fd` is a dup of the connection's socket, kept
-  // open by the caller until leave(): the watchdog shuts down only a socket still served.
+  // False when `addr` holds the cap already, or the server is stopping. `fd` is a dup of the
+  // connection's socket, kept open by the caller until leave(): the watchdog shuts down only a
+  // socket still served.
   bool enter(const std::string& addr, int port, int fd) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closing_)
+      return false;
     auto& n = per_address_[addr];
     if (n >= limits_.max_connections_per_address)
       return false;
@@ -137,10 +140,59 @@ class connection_guard {
   }
 
   void leave(const std::string& addr, int port) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      conns_.erase({addr, port});
+      if (auto it = per_address_.find(addr); it != per_address_.end() && --it->second == 0)
+        per_address_.erase(it);
+    }
+    drained_.notify_all();
+  }
+
+  bool closing() {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.erase({addr, port});
-    if (auto it = per_address_.find(addr); it != per_address_.end() && --it->second == 0)
-      per_address_.erase(it);
+    return closing_;
+  }
+
+  // The handler has started on a request (responding) or its response was written in full
+  // (cpp-httplib's logger runs after the write): stop() waits for the responding ones.
+  void responding(const std::string& addr, int port, bool on) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = conns_.find({addr, port}); it != conns_.end())
+        it->second.responding = on;
+    }
+    if (!on)
+      drained_.notify_all();
+  }
+
+  // Stopping, first step: no connection is admitted any more, and those not responding (waiting
+  // for a request, or reading one) are shut down.
+  void close_idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    for (auto& [key, c] : conns_)
+      if (c.fd >= 0 && !c.responding) {
+        ::shutdown(c.fd, SHUT_RDWR);
+        c.fd = -1;
+      }
+  }
+
+  // Then: wait up to `limit` for the responses being computed or written, and shut down every
+  // connection left, so no worker waits on a client.
+  void drain_and_close(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_.wait_for(lock, limit, [&] {
+      for (auto& [key, c] : conns_)
+        if (c.responding)
+          return false;
+      return true;
+    });
+    for (auto& [key, c] : conns_)
+      if (c.fd >= 0) {
+        ::shutdown(c.fd, SHUT_RDWR);
+        c.fd = -1;
+      }
   }
 
   // A request was read in full: no deadline while it is handled. Done: the next one has
@@ -153,22 +205,13 @@ class connection_guard {
     }
   }
 
-  // Stopping: every connection's socket is shut down, so no worker waits on a client.
-  void close_all() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [key, c] : conns_)
-      if (c.fd >= 0) {
-        ::shutdown(c.fd, SHUT_RDWR);
-        c.fd = -1;
-      }
-  }
-
  private:
   using clock = std::chrono::steady_clock;
   struct conn {
     int fd = -1;
     clock::time_point deadline;
-    bool busy = false;
+    bool busy = false;        // a request was read and is being handled: no deadline
+    bool responding = false;  // from the handler's start to the response written
   };
 
   void watch() {
@@ -192,6 +235,8 @@ class connection_guard {
   std::map<std::pair<std::string, int>, conn> conns_;
   std::map<std::string, size_t> per_address_;
   bool stop_ = false;
+  bool closing_ = false;  // stop() began: no new connection is admitted
+  std::condition_variable drained_;
   std::thread watchdog_;
 };
 
@@ -221,7 +266,7 @@ class guarded_server : public httplib::Server {
     }
     int fd = ::dup(sock);
     if (!base || fd < 0 || !guard->enter(addr, port, fd)) {
-      if (base && fd >= 0)
+      if (base && fd >= 0 && !guard->closing())
         log_refusal("connections_per_address", addr, ++over_cap_total);
       if (fd >= 0)
         ::close(fd);
@@ -284,6 +329,7 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
     }));
   auto serve = [h = std::move(h), guard](const httplib::Request& req, httplib::Response& res) {
     guard->handling(req.remote_addr, req.remote_port, true);
+    guard->responding(req.remote_addr, req.remote_port, true);
     struct done {
       connection_guard* g;
       const httplib::Request& req;
@@ -304,6 +350,11 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
       res.set_header(k, v);
     res.set_content(std::move(out.body), out.content_type);
   };
+  // Called by cpp-httplib after a response is written in full (not after a failed write: the
+  // connection's leave() ends its wait then).
+  s.set_logger([guard](const httplib::Request& req, const httplib::Response&) {
+    guard->responding(req.remote_addr, req.remote_port, false);
+  });
   s.Get(".*", serve);
   s.Post(".*", serve);
   s.Put(".*", serve);
@@ -321,6 +372,7 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
            + " (in use, or not an address of this machine)";
   if (*listener != INVALID_SOCKET)
     ::listen(*listener, static_cast<int>(std::max<size_t>(128, limits.max_connections)));
+  drain_ = limits.drain;
   thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
   return "";
 }
@@ -328,9 +380,12 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
 void http_server::stop() {
   if (!impl_)
     return;
-  if (impl_->server.guard)
-    impl_->server.guard->close_all();
-  impl_->server.stop();
+  auto* guard = impl_->server.guard.get();
+  if (guard)
+    guard->close_idle();
+  impl_->server.stop();  // the listening socket
+  if (guard)
+    guard->drain_and_close(drain_);
   if (thread_.joinable())
     thread_.join();
 }

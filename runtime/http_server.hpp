@@ -62,6 +62,9 @@ struct http_limits {
   size_t max_body_bytes = 1 << 20;                    // larger bodies get 413
   std::chrono::milliseconds request_deadline{10000};  // a whole request, headers and body
   size_t max_connections_per_address = 256;           // held at once by one client address
+  // stop() closes idle connections at once and waits this long for responses being computed or
+  // written (a POST that cancels the job the process serves gets its answer before the exit).
+  std::chrono::milliseconds drain{5000};
 };
 
 // Connections closed so far by every http_server of this process: at accept for the
@@ -84,12 +87,15 @@ class http_server {
   // Binds host:port (the host as given: "127.0.0.1" binds loopback only, "0.0.0.0" every
   // interface) and starts serving; "" on success, else why not.
   std::string start(const std::string& host, uint16_t port, handler h, http_limits limits = {});
+  // Stops listening, closes idle connections, lets the requests being handled write their
+  // responses (up to http_limits::drain), then closes the rest.
   void stop();
 
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
   std::thread thread_;
+  std::chrono::milliseconds drain_{0};
 };
 
 // GET http://host:port/path with a timeout; status 0 when there was no answer.
