@@ -58,7 +58,8 @@ void train_command::add_to(CLI::App& app) {
     ->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
     ->capture_default_str();
   sub_->add_option("--test-scores", test_scores_,
-                   "write the final evaluation's score of every test row, one per line");
+                   "write the final evaluation's score of every test row, one per line (several "
+                   "labels: their scores on the line, tab-separated)");
   job_.add_to(*sub_, false);
 }
 
@@ -66,6 +67,20 @@ namespace {
 
 // One line, rewritten in place, while a terminal watches.
 void show_progress(const job_progress& p) { print_progress_line(p); }
+
+// Several tasks: {name: {test_auc, oracle_auc, test_logloss}}; null with one task.
+nlohmann::json tasks_json(const job_result& r) {
+  if (r.task_names.empty())
+    return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t t = 0; t < r.task_names.size() && t < r.task_test_auc.size(); ++t)
+    out[r.task_names[t]] = {
+      {"test_auc", r.task_test_auc[t]},
+      {"oracle_auc",
+       t < r.task_oracle_auc.size() ? nlohmann::json(r.task_oracle_auc[t]) : nlohmann::json()},
+      {"test_logloss", r.task_test_logloss[t]}};
+  return out;
+}
 
 void print_result(const job_spec& spec, const job_result& r, bool json) {
   std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",
@@ -78,6 +93,15 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     std::printf("test: auc %.4f  oracle auc %.4f  (gap %.4f)  logloss %.4f  on %lld samples\n",
                 r.test_auc, r.oracle_auc, r.oracle_auc - r.test_auc, r.test_logloss,
                 static_cast<long long>(r.test_samples));
+  for (size_t t = 0; t < r.task_names.size() && t < r.task_test_auc.size(); ++t) {
+    std::printf("test: task %s  auc %.4f", r.task_names[t].c_str(), r.task_test_auc[t]);
+    if (t < r.task_oracle_auc.size())
+      std::printf("  oracle auc %.4f  (gap %.4f)", r.task_oracle_auc[t],
+                  r.task_oracle_auc[t] - r.task_test_auc[t]);
+    std::printf("  logloss %.4f\n", r.task_test_logloss[t]);
+  }
+  if (!r.task_names.empty())
+    std::printf("test: the figures above the tasks' are their means by training.task_weights\n");
   std::printf("test: ne %.4f  calibration %.4f", r.test_ne, r.test_calibration);
   if (!std::isnan(r.test_gauc))
     std::printf("  gauc %.4f (by slot %d)", r.test_gauc, spec.metrics.group_by);
@@ -128,6 +152,7 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     {"restarts", r.restarts},
     {"batches_replayed", r.batches_replayed},
     {"gradients_lost", r.gradients_lost},
+    {"tasks", tasks_json(r)},
   };
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
   j["test_ne"] = num(r.test_ne);
@@ -158,8 +183,12 @@ int train_command::write_test_scores(const std::string& path, const job_result& 
     std::cerr << "satrap train: --test-scores: cannot write " << path << "\n";
     return 1;
   }
-  for (auto l : r.test_logits)
-    std::fprintf(f, "%.9g\n", static_cast<double>(sigmoid(l)));
+  // One line per test row; several tasks: their scores on the line, separated by tabs.
+  const auto tasks = static_cast<size_t>(
+    std::max(1, r.task_names.empty() ? 1 : static_cast<int>(r.task_names.size())));
+  for (size_t i = 0; i < r.test_logits.size(); ++i)
+    std::fprintf(f, "%.9g%c", static_cast<double>(sigmoid(r.test_logits[i])),
+                 (i + 1) % tasks == 0 ? '\n' : '\t');
   std::fclose(f);
   return 0;
 }

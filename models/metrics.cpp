@@ -165,4 +165,51 @@ eval_metrics compute_eval_metrics(std::span<const float> logits, std::span<const
   return m;
 }
 
+std::vector<float> task_column(std::span<const float> values, int tasks, int task) {
+  SATRAP_ASSERT(tasks >= 1 && task >= 0 && task < tasks && values.size() % tasks == 0);
+  std::vector<float> out(values.size() / static_cast<size_t>(tasks));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = values[i * static_cast<size_t>(tasks) + static_cast<size_t>(task)];
+  return out;
+}
+
+std::vector<eval_metrics> compute_task_metrics(std::span<const float> logits,
+                                               std::span<const float> labels,
+                                               std::span<const uint64_t> groups, int tasks) {
+  std::vector<eval_metrics> out;
+  if (tasks == 1) {
+    out.push_back(compute_eval_metrics(logits, labels, groups));
+    return out;
+  }
+  for (int t = 0; t < tasks; ++t) {
+    auto z = task_column(logits, tasks, t), y = task_column(labels, tasks, t);
+    out.push_back(compute_eval_metrics(z, y, groups));
+  }
+  return out;
+}
+
+eval_metrics combine_task_metrics(const std::vector<eval_metrics>& per_task,
+                                  std::span<const float> task_weights) {
+  SATRAP_ASSERT(!per_task.empty());
+  if (per_task.size() == 1)
+    return per_task[0];
+  eval_metrics m;
+  m.auc = m.logloss = m.ne = m.calibration = m.gauc = 0.0;
+  double total = 0.0;
+  for (size_t t = 0; t < per_task.size(); ++t) {
+    double w = task_weights.size() == per_task.size() ? task_weights[t] : 1.0;
+    total += w;
+    m.auc += w * per_task[t].auc;
+    m.logloss += w * per_task[t].logloss;
+    m.ne += w * per_task[t].ne;
+    m.calibration += w * per_task[t].calibration;
+    m.gauc += w * per_task[t].gauc;
+  }
+  if (total > 0)
+    for (double* f : {&m.auc, &m.logloss, &m.ne, &m.calibration, &m.gauc})
+      *f /= total;
+  m.samples = per_task[0].samples;
+  return m;
+}
+
 }  // namespace satrap

@@ -36,6 +36,20 @@ struct eval_metrics {
 eval_metrics compute_eval_metrics(std::span<const float> logits, std::span<const float> labels,
                                   std::span<const uint64_t> groups = {});
 
+// Several tasks: logits and labels are samples x tasks, sample-major; one eval_metrics per task
+// (groups: one key per sample, as above).
+std::vector<eval_metrics> compute_task_metrics(std::span<const float> logits,
+                                               std::span<const float> labels,
+                                               std::span<const uint64_t> groups, int tasks);
+
+// One figure for several tasks: each field the task-weighted mean of the tasks' (weights empty:
+// equal weights); samples is the first task's. One task: that task's metrics.
+eval_metrics combine_task_metrics(const std::vector<eval_metrics>& per_task,
+                                  std::span<const float> task_weights);
+
+// Column `task` of a samples x tasks matrix.
+std::vector<float> task_column(std::span<const float> values, int tasks, int task);
+
 // Impression-weighted grouped AUC (see eval_metrics).
 double grouped_auc(std::span<const float> scores, std::span<const float> labels,
                    std::span<const uint64_t> groups);

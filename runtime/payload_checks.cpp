@@ -226,7 +226,8 @@ caf::expected<embedding_gradients_view> decode_embedding_gradients(const capnp_p
 }
 
 caf::expected<dense_batch_view> decode_dense_batch(const capnp_payload& p, int64_t batch,
-                                                   int8_t split, uint32_t dense_features) {
+                                                   int8_t split, uint32_t dense_features,
+                                                   uint32_t tasks) {
   constexpr const char* what = "dense batch";
   return guarded<dense_batch_view>(
     p, what, [&](payload_reader& r) -> caf::expected<dense_batch_view> {
@@ -244,9 +245,11 @@ caf::expected<dense_batch_view> decode_dense_batch(const capnp_payload& p, int64
       SATRAP_CHECK(blob(what, "groups", in.getGroups(), v.groups));
       SATRAP_CHECK(count(what, "dense", v.dense.size(), uint64_t{v.size} * dense_features,
                          "size x denseFeatures"));
-      SATRAP_CHECK(count(what, "labels", v.labels.size(), v.size, "one per sample"));
+      SATRAP_CHECK(count(what, "labels", v.labels.size(), uint64_t{v.size} * tasks,
+                         "size x tasks (one per sample and label)"));
       if (!v.probs.empty())
-        SATRAP_CHECK(count(what, "probs", v.probs.size(), v.size, "one per sample, or none"));
+        SATRAP_CHECK(
+          count(what, "probs", v.probs.size(), uint64_t{v.size} * tasks, "size x tasks, or none"));
       if (!v.groups.empty())
         SATRAP_CHECK(count(what, "groups", v.groups.size(), v.size, "one per sample, or none"));
       return v;
@@ -292,7 +295,7 @@ caf::expected<std::span<const float>> decode_dense_chunk(const capnp_payload& p,
     });
 }
 
-caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p) {
+caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p, uint32_t tasks) {
   constexpr const char* what = "eval result";
   return guarded<eval_result_view>(
     p, what, [&](payload_reader& r) -> caf::expected<eval_result_view> {
@@ -306,9 +309,12 @@ caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p) {
       if (!v.probs.empty())
         SATRAP_CHECK(
           count(what, "probs", v.probs.size(), v.logits.size(), "one per logit, or none"));
+      if (tasks == 0 || v.logits.size() % tasks != 0)
+        return bad(what, std::to_string(v.logits.size()) + " logits for " + std::to_string(tasks)
+                           + " tasks (a multiple expected)");
       if (!v.groups.empty())
-        SATRAP_CHECK(
-          count(what, "groups", v.groups.size(), v.logits.size(), "one per logit, or none"));
+        SATRAP_CHECK(count(what, "groups", v.groups.size(), v.logits.size() / tasks,
+                           "one per sample (logits / tasks), or none"));
       return v;
     });
 }

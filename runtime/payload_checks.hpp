@@ -93,12 +93,13 @@ caf::expected<embedding_gradients_view> decode_embedding_gradients(const capnp_p
 struct dense_batch_view {
   uint32_t size = 0;
   std::span<const float> dense;      // size x dense_features
-  std::span<const float> labels;     // size
-  std::span<const float> probs;      // size, or empty
+  std::span<const float> labels;     // size x tasks
+  std::span<const float> probs;      // size x tasks, or empty
   std::span<const uint64_t> groups;  // size, or empty (metrics.group_by on an evaluation split)
 };
 caf::expected<dense_batch_view> decode_dense_batch(const capnp_payload& p, int64_t batch,
-                                                   int8_t split, uint32_t dense_features);
+                                                   int8_t split, uint32_t dense_features,
+                                                   uint32_t tasks = 1);
 
 // dense_trainer -> job_supervisor at a cut, and a checkpoint file back to a trainer on restore.
 // `params`: the model's parameter count; m and v are checked against the optimizer by the caller
@@ -131,6 +132,7 @@ struct eval_result_view {
   std::span<const float> probs;      // as many as logits, or empty
   std::span<const uint64_t> groups;  // as many as logits, or empty (no metrics.group_by)
 };
-caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p);
+// tasks: labels per sample; logits, labels and probs are samples x tasks, groups one per sample.
+caf::expected<eval_result_view> decode_eval_result(const capnp_payload& p, uint32_t tasks = 1);
 
 }  // namespace satrap

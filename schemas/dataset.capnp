@@ -16,7 +16,7 @@ struct DatasetChunk {
   offsets @3 :Data;       # uint32[samples*slots + 1]
   ids @4 :Data;           # uint64[offsets[last]], hashed into their slot's id space
   dense @5 :Data;         # float32[samples*denseFeatures]
-  labels @6 :Data;        # float32[samples], 0 or 1
+  labels @6 :Data;        # float32[samples*tasks], 0 or 1, sample-major (tasks: the manifest's)
   weights @7 :Data;       # float32[offsets[last]]: each id's pooling weight (a weighted data set:
                           # the manifest's `weighted`), else empty
 }
@@ -44,4 +44,5 @@ struct DatasetManifest {
   parseSeconds @8 :Float64;      # wall time of the conversion
   textBytes @9 :UInt64;          # bytes of text parsed (uncompressed)
   weighted @10 :Bool;            # every chunk carries weights (JSON lines with weights: true)
+  tasks @11 :UInt32;             # labels per sample (data.labels); 0 is read as 1 (older caches)
 }

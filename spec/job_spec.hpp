@@ -59,7 +59,9 @@ struct data_spec {
   // slots and field_starts; jsonl: the named features (data.features) and the label's name
   // (data.labels); the format follows `source`
   text_format_options format;
-  std::vector<std::string> labels{"label"};  // data.labels: one label in this version
+  // data.labels: the labels' names, one task each (jsonl: keys of each line; synthetic: one, or
+  // two for the click-and-purchase teacher; other formats: their one label)
+  std::vector<std::string> labels{"label"};
   on_error_policy on_error =
     on_error_policy::fail;         // a bad line stops the job, or is skipped and counted
   file_source_options reading;     // shuffle, shuffle window, shuffle seed, held-out fraction
@@ -92,7 +94,8 @@ struct training_spec {
   dense_device device = dense_device::cpu;  // where the dense trainers compute
   uint64_t seed = 7;                        // dense model initialisation
   int32_t progress_every = 20;              // steps between progress reports from each trainer
-  int32_t blas_threads = 0;  // OpenBLAS threads per CPU trainer; 0: auto (blas_threads.hpp)
+  int32_t blas_threads = 0;         // OpenBLAS threads per CPU trainer; 0: auto (blas_threads.hpp)
+  std::vector<float> task_weights;  // one loss weight per label (data.labels); empty: all 1
   // Validation while training (needs a validation split: data.validation_files or
   // data.validation_fraction, or synthetic data with validation_batches > 0).
   int64_t eval_every = 0;          // steps (per trainer) between evaluations; 0: each epoch

@@ -134,7 +134,9 @@ std::vector<job_field> data_fields() {
       [](job_spec& s, const std::string& t) { return parse_features(t, s.data.format.features); },
       [](const job_spec& s) { return feature_schema_text(s.data.format.features); }, false, false,
       true},
-    SATRAP_LIST_FIELD("data.labels", "", "jsonl: the label's name (one label in this version)",
+    SATRAP_LIST_FIELD("data.labels", "labels",
+                      "the labels, one task each: jsonl keys (e.g. [click, purchase]); synthetic "
+                      "[click, purchase] is the two-label teacher",
                       data.labels),
     SATRAP_LIST_FIELD("data.train_files", "train-files", "training data files (paths or globs)",
                       data.train_files),
@@ -215,12 +217,27 @@ std::vector<job_field> data_fields() {
 // The file format follows data.source; checks what the data keys need together.
 caf::error data_finalize(job_spec& spec) {
   auto& d = spec.data;
-  if (d.labels.size() != 1)
-    return bad_spec(
-      "data.labels: expected one label name; several labels (with "
-      "training.task_weights) are not yet supported, got "
-      + std::to_string(d.labels.size()));
-  d.format.label = d.labels[0];
+  if (d.labels.empty() || d.labels.size() > text_labels_max)
+    return bad_spec("data.labels: expected 1 to " + std::to_string(text_labels_max)
+                    + " label names, got " + std::to_string(d.labels.size()));
+  for (size_t i = 0; i < d.labels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (d.labels[i] == d.labels[j])
+        return bad_spec("data.labels: expected each name once; '" + d.labels[i] + "' is twice");
+  d.format.labels = d.labels;
+  d.synthetic.tasks = 1;
+  if (d.source == data_source::synthetic && d.labels.size() > 1) {
+    if (d.labels.size() != 2)
+      return bad_spec(
+        "data.labels: synthetic data has one label, or two (a click and a purchase given the "
+        "click, e.g. [click, purchase]); got "
+        + std::to_string(d.labels.size()));
+    d.synthetic.tasks = 2;
+  }
+  auto& weights = spec.training.task_weights;
+  if (!weights.empty() && weights.size() != d.labels.size())
+    return bad_spec("training.task_weights: expected one weight per label of data.labels ("
+                    + std::to_string(d.labels.size()) + "), got " + std::to_string(weights.size()));
   if (!d.format.features.empty() || d.source == data_source::jsonl) {
     if (d.source != data_source::jsonl)
       return bad_spec(std::string("data.features: expected data.source jsonl (the features of ")
@@ -232,16 +249,18 @@ caf::error data_finalize(job_spec& spec) {
     if (auto layout = feature_schema_layout(d.format.features, spec.model.pool); !layout)
       return bad_spec(layout.error());
     for (auto& f : d.format.features)
-      if (f.name == d.format.label)
-        return bad_spec("data.labels: expected a name that no feature has ('" + d.format.label
-                        + "' is a feature's name)");
+      for (auto& l : d.labels)
+        if (f.name == l)
+          return bad_spec("data.labels: expected a name that no feature has ('" + l
+                          + "' is a feature's name)");
     if (!d.crosses.empty())
       return bad_spec(
         "data.crosses: not yet supported with data.features (name a cross as a "
         "feature of the data instead)");
-  } else if (spec.keys_set.count("data.labels") > 0 && d.labels[0] != "label") {
+  } else if (d.source != data_source::synthetic && spec.keys_set.count("data.labels") > 0
+             && (d.labels.size() != 1 || d.labels[0] != "label")) {
     return bad_spec(
-      "data.labels: expected data.source jsonl (the other formats' label is "
+      "data.labels: expected data.source jsonl (the other formats' one label is "
       "their first field)");
   }
   if (d.format.value_weights && d.source != data_source::libsvm && d.source != data_source::libfm

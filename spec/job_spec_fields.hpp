@@ -190,6 +190,35 @@ std::string show_enum(E value, std::initializer_list<std::pair<const char*, E>> 
   return "?";
 }
 
+// training.task_weights: finite weights >= 0, e.g. [1, 0.5]; at least one above 0.
+inline std::string parse_weights(const std::string& text, std::vector<float>& out) {
+  std::vector<float> v;
+  std::stringstream ss(text);
+  std::string item;
+  bool positive = false;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && item.front() == ' ')
+      item.erase(item.begin());
+    char* end = nullptr;
+    double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(x >= 0.0 && x <= 1e6))
+      return "a list of weights in [0, 1e6], one per label, e.g. [1, 0.5]";
+    positive = positive || x > 0.0;
+    v.push_back(static_cast<float>(x));
+  }
+  if (!v.empty() && !positive)
+    return "at least one weight above 0";
+  out = std::move(v);
+  return "";
+}
+
+inline std::string show_weights(const std::vector<float>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
 inline std::string show_sizes(const std::vector<int>& v) {
   std::ostringstream os;  // (string concatenation here trips a false -Wstringop-overflow in g++ 12)
   for (size_t i = 0; i < v.size(); ++i)

@@ -195,9 +195,9 @@ caf::error torchscript_finalize(job_spec& spec) {
   auto plugin = torchscript_plugin();
   if (!plugin)
     return bad_spec(plugin.error());
-  auto info =
-    (*plugin)->inspect(*net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
-                       torchscript_contract{net.dense_features, net.slots, net.dim});
+  auto info = (*plugin)->inspect(
+    *net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
+    torchscript_contract{net.dense_features, net.slots, net.dim, net.tasks, net.task_weights});
   if (!info)
     return bad_spec("model.file " + info.error());
   net.torchscript_params = info->params;
@@ -225,6 +225,12 @@ caf::error model_finalize(job_spec& spec) {
   if (cuda && !set("model.dense_optimizer.ema_decay")
       && spec.model.dense.ema_decay == default_job_dense().ema_decay)
     spec.model.dense.ema_decay = 0.0f;
+  if (auto why = dense_model_tasks_error(net); !why.empty())
+    return bad_spec("data.labels: " + why);
+  if (net.tasks > 1 && cuda)
+    return bad_spec(
+      "data.labels: several tasks train on training.device cpu in this version (the device "
+      "models have one logit); expected training.device cpu or one label");
   if (net.type == dense_model_type::torchscript) {
     if (auto err = torchscript_finalize(spec))
       return err;

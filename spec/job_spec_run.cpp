@@ -39,6 +39,12 @@ std::vector<job_field> run_fields() {
       "training.validation_batches", "validation-batches",
       "file data: validation batches at most (0: all); synthetic: the validation stream (0: none)",
       training.validation_batches, int64_t{0}, i64max),
+    job_field{
+      "training.task_weights", "task-weights",
+      "each label's loss weight, in data.labels' order (none: each weighs 1); the "
+      "validation and test figures of several tasks are their means by these weights",
+      [](job_spec& s, const std::string& t) { return parse_weights(t, s.training.task_weights); },
+      [](const job_spec& s) { return show_weights(s.training.task_weights); }, true},
     SATRAP_ENUM_FIELD("training.early_stopping.metric", "early-stopping-metric",
                       "early stopping: the validation metric", training.early_stopping.metric,
                       {"auc", stop_metric::auc}, {"logloss", stop_metric::logloss}),

@@ -36,7 +36,7 @@ void eval_batch(self_ptr self, eval_run& e, int64_t n) {
     return;
   }
   auto size = static_cast<int>(in->dense.size);
-  st.loop.logits.resize(static_cast<size_t>(size));
+  st.loop.logits.resize(static_cast<size_t>(size) * st.config.model.tasks);
   st.model->forward(size, in->dense.dense.data(), in->pooled.values.data(), st.loop.logits.data());
   auto labels = in->dense.labels;
   auto probs = in->dense.probs;

@@ -3,6 +3,7 @@
 // embedding gradients.
 #include "actors/dense_trainer/trainer_state.hpp"
 #include "models/assert.hpp"
+#include "models/metrics.hpp"
 #ifdef SATRAP_HAVE_CUDA
 #include "models/cuda/cuda_dense_model.hpp"
 #endif
@@ -17,7 +18,8 @@ namespace satrap::trainer_detail {
 caf::expected<batch_views> decode_inputs(const trainer_state& st, const batch_inputs& in, int64_t n,
                                          int8_t split) {
   auto dense =
-    decode_dense_batch(*in.dense, n, split, static_cast<uint32_t>(st.config.model.dense_features));
+    decode_dense_batch(*in.dense, n, split, static_cast<uint32_t>(st.config.model.dense_features),
+                       static_cast<uint32_t>(st.config.model.tasks));
   if (!dense)
     return dense.error();
   if (dense->size > static_cast<uint32_t>(st.config.batch_size))
@@ -335,7 +337,8 @@ void try_compute(self_ptr self) {
   }
   auto size = static_cast<int>(in->dense.size);
   auto labels = in->dense.labels;
-  st.loop.logits.resize(static_cast<size_t>(size));
+  const int tasks = st.config.model.tasks;
+  st.loop.logits.resize(static_cast<size_t>(size) * tasks);
   pooled_grads_builder grads(
     st, n, static_cast<uint32_t>(size),
     static_cast<size_t>(size) * st.config.model.slots * st.config.model.dim * sizeof(float));
@@ -346,7 +349,13 @@ void try_compute(self_ptr self) {
   double loss = *computed;
   st.report.step_losses.push_back(loss);
   st.report.samples += size;
-  st.auc->add(st.loop.logits, labels);
+  if (tasks == 1) {
+    st.auc->add(st.loop.logits, labels);
+  } else {  // the progress line's running AUC is the first task's
+    auto z = task_column(st.loop.logits, tasks, 0);
+    auto y = task_column(labels, tasks, 0);
+    st.auc->add(z, y);
+  }
   st.loop.pending_grads = grads.mb.finish();
   report_progress(st, size, loss, st.loop.next_compute + 1 == st.plan.steps);
   if (st.config.world == 1) {

@@ -107,6 +107,12 @@ struct job_result {
   // training ended: the result stands, its statistics are missing).
   std::vector<shard_stats> shards;
   std::vector<float> test_logits;  // the final evaluation's logits, in test-split order
+                                   // (samples x tasks, sample-major)
+  // Several tasks (data.labels): each task's test figures, in data.labels' order; the figures
+  // above (test_auc, oracle_auc, test_logloss, ...) are then their means by
+  // training.task_weights. Empty with one task.
+  std::vector<std::string> task_names;
+  std::vector<double> task_test_auc, task_oracle_auc, task_test_logloss;
 };
 
 template <class Inspector>
@@ -117,7 +123,8 @@ typename Inspector::result_type inspect(Inspector& f, job_result& x) {
            x.gradients_lost, x.failures, x.test_ne, x.test_calibration, x.test_gauc, x.steps,
            x.steps_total, x.best_step, x.validation_auc, x.validation_logloss, x.validation_gauc,
            x.restored_validation_auc, x.validation_history, x.stop_reason, x.target_seconds,
-           x.target_samples, x.shards, x.test_logits);
+           x.target_samples, x.shards, x.test_logits, x.task_names, x.task_test_auc,
+           x.task_oracle_auc, x.task_test_logloss);
 }
 
 using job_supervisor_actor = caf::typed_actor<

@@ -32,7 +32,7 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   std::vector<std::vector<float>> by_rank;  // each trainer's logits: its batches rank, rank+W, ...
   for (auto& rep : st.reports) {
     auto before = static_cast<std::ptrdiff_t>(logits.size());
-    if (auto ev = decode_eval_result(rep.eval)) {
+    if (auto ev = decode_eval_result(rep.eval, static_cast<uint32_t>(spec.model.network.tasks))) {
       for (auto [v, dst] :
            {std::pair{ev->logits, &logits}, {ev->labels, &labels}, {ev->probs, &probs}})
         dst->insert(dst->end(), v.begin(), v.end());
@@ -50,15 +50,17 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
       r.step_losses[base + i] += rep.step_losses[i] / per_step;
     r.params.push_back(rep.params);
   }
-  std::vector<float> scores(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i)
-    scores[i] = sigmoid(logits[i]);
-  auto m = compute_eval_metrics(logits, labels,
-                                groups.size() == labels.size() ? std::span<const uint64_t>(groups)
-                                                               : std::span<const uint64_t>());
+  const int tasks = spec.model.network.tasks;
+  const auto& task_weights = spec.model.network.task_weights;
+  auto per_task =
+    compute_task_metrics(logits, labels,
+                         groups.size() * tasks == labels.size() ? std::span<const uint64_t>(groups)
+                                                                : std::span<const uint64_t>(),
+                         tasks);
+  auto m = combine_task_metrics(per_task, task_weights);
   // The logits again in test-batch order (only the split's last batch may be short).
   std::vector<size_t> taken(by_rank.size(), 0);
-  const auto bs = static_cast<size_t>(spec.training.batch_size);
+  const auto bs = static_cast<size_t>(spec.training.batch_size) * tasks;
   for (size_t k = 0; !by_rank.empty(); ++k) {
     auto t = k % by_rank.size();
     auto n = std::min(bs, by_rank[t].size() - taken[t]);
@@ -69,7 +71,26 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
     taken[t] += n;
   }
   r.test_auc = m.auc;
-  r.oracle_auc = probs.size() == labels.size() ? auc_exact(probs, labels) : std::nan("");
+  r.oracle_auc = std::nan("");
+  if (probs.size() == labels.size() && tasks == 1) {
+    r.oracle_auc = auc_exact(probs, labels);
+  } else if (probs.size() == labels.size()) {
+    std::vector<eval_metrics> oracle(per_task.size());
+    for (int t = 0; t < tasks; ++t) {
+      auto p = task_column(probs, tasks, t);
+      auto y = task_column(labels, tasks, t);
+      oracle[t].auc = auc_exact(p, y);
+      r.task_oracle_auc.push_back(oracle[t].auc);
+    }
+    r.oracle_auc = combine_task_metrics(oracle, task_weights).auc;
+  }
+  if (tasks > 1) {
+    r.task_names = spec.data.labels;
+    for (auto& t : per_task) {
+      r.task_test_auc.push_back(t.auc);
+      r.task_test_logloss.push_back(t.logloss);
+    }
+  }
   r.test_logloss = m.logloss;
   r.test_ne = m.ne;
   r.test_calibration = m.calibration;
@@ -86,7 +107,7 @@ job_result summarize(supervisor_state& st, clock_type::time_point now) {
   r.restored_validation_auc = st.best.restored_validation_auc();
   r.target_seconds = st.best.target_seconds();
   r.target_samples = st.best.target_samples();
-  r.test_samples = static_cast<int64_t>(labels.size());
+  r.test_samples = static_cast<int64_t>(labels.size()) / tasks;
   r.data_skipped = st.data.skipped;
   r.train_seconds = std::chrono::duration<double>(now - st.started).count();
   r.samples_per_sec = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;

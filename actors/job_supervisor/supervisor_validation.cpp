@@ -83,25 +83,33 @@ void restore_best(self_ptr self, std::function<void()> next) {
 
 // The metrics of every trainer's predictions; a result that does not decode is an error (it
 // comes from another process: runtime/payload_checks.hpp).
-caf::expected<eval_metrics> metrics_of(const std::vector<capnp_payload>& results) {
+// Several tasks (data.labels): the task-weighted mean, each task's in per_task_out.
+caf::expected<eval_metrics> metrics_of(const std::vector<capnp_payload>& results, int tasks,
+                                       std::span<const float> task_weights,
+                                       std::vector<eval_metrics>* per_task_out) {
   std::vector<float> logits, labels;
   std::vector<uint64_t> groups;
   for (auto& p : results) {
-    auto ev = decode_eval_result(p);
+    auto ev = decode_eval_result(p, static_cast<uint32_t>(tasks));
     if (!ev)
       return ev.error();
     logits.insert(logits.end(), ev->logits.begin(), ev->logits.end());
     labels.insert(labels.end(), ev->labels.begin(), ev->labels.end());
     groups.insert(groups.end(), ev->groups.begin(), ev->groups.end());
   }
-  return compute_eval_metrics(logits, labels,
-                              groups.size() == labels.size() ? std::span<const uint64_t>(groups)
-                                                             : std::span<const uint64_t>());
+  auto per_task =
+    compute_task_metrics(logits, labels,
+                         groups.size() * tasks == labels.size() ? std::span<const uint64_t>(groups)
+                                                                : std::span<const uint64_t>(),
+                         tasks);
+  if (per_task_out)
+    *per_task_out = per_task;
+  return combine_task_metrics(per_task, task_weights);
 }
 
 // Every trainer evaluates its share of the validation split; `done` gets the metrics.
-void evaluate_validation(self_ptr self, const std::string& what,
-                         std::function<void(const eval_metrics&)> done) {
+using validated_fn = std::function<void(const eval_metrics&, const std::vector<eval_metrics>&)>;
+void evaluate_validation(self_ptr self, const std::string& what, validated_fn done) {
   auto& st = self->state;
   auto gen = st.generation;
   auto results = std::make_shared<std::vector<capnp_payload>>(st.trainers.size());
@@ -117,19 +125,22 @@ void evaluate_validation(self_ptr self, const std::string& what,
           (*results)[i] = std::move(p);
           if (--*left > 0)
             return;
-          auto m = metrics_of(*results);
+          auto& net = self->state.config.spec.model.network;
+          std::vector<eval_metrics> per_task;
+          auto m = metrics_of(*results, net.tasks, net.task_weights, &per_task);
           if (!m) {
             fail_job(self, make_error(errc::invalid_payload, what + ": " + error_text(m.error())));
             return;
           }
-          done(*m);
+          done(*m, per_task);
         },
         [self, gen, what](const caf::error& e) {
           on_failure(self, gen, what + ": " + error_text(e));
         });
 }
 
-void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function<void()> next) {
+void on_validated(self_ptr self, int64_t c, const eval_metrics& m,
+                  const std::vector<eval_metrics>& per_task, std::function<void()> next) {
   auto& st = self->state;
   auto& spec = st.config.spec;
   auto secs = std::chrono::duration<double>(self->clock().now() - st.started).count();
@@ -155,6 +166,13 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
     {"dense_lr", dense_lr},
     {"embedding_lr", sparse_lr},
   };
+  if (per_task.size() > 1) {  // the figures above are the task-weighted means
+    auto& labels = spec.data.labels;
+    for (size_t t = 0; t < per_task.size() && t < labels.size(); ++t)
+      point["tasks"][labels[t]] = {{"auc", per_task[t].auc},
+                                   {"logloss", per_task[t].logloss},
+                                   {"ne", number_or_null(per_task[t].ne)}};
+  }
   auto line = point.dump();
   bool first = st.best.record(line);
   if (!spec.training.history_file.empty()) {
@@ -195,7 +213,9 @@ void on_validated(self_ptr self, int64_t c, const eval_metrics& m, std::function
 void validate_at_cut(self_ptr self, std::function<void()> next) {
   auto c = self->state.cuts.cut();
   evaluate_validation(self, "validation at step " + std::to_string(c),
-                      [self, c, next](const eval_metrics& m) { on_validated(self, c, m, next); });
+                      [self, c, next](const eval_metrics& m, const std::vector<eval_metrics>& t) {
+                        on_validated(self, c, m, t, next);
+                      });
 }
 
 void after_cut(self_ptr self) {
@@ -211,14 +231,15 @@ void after_cut(self_ptr self) {
   if (st.best.must_restore(c)) {
     // Restore the best model, and measure it again: the result must be the recorded best.
     restore_best(self, [self, stop] {
-      evaluate_validation(
-        self, "validating the restored best model", [self, stop](const eval_metrics& m) {
-          auto& st = self->state;
-          st.best.revalidated(m.auc);
-          spdlog::info("best_model_revalidated step={} auc={:.6f} recorded={:.6f}",
-                       st.best.best_step(), m.auc, st.best.best().auc);
-          stop();
-        });
+      evaluate_validation(self, "validating the restored best model",
+                          [self, stop](const eval_metrics& m, const std::vector<eval_metrics>&) {
+                            auto& st = self->state;
+                            st.best.revalidated(m.auc);
+                            spdlog::info(
+                              "best_model_revalidated step={} auc={:.6f} recorded={:.6f}",
+                              st.best.best_step(), m.auc, st.best.best().auc);
+                            stop();
+                          });
     });
     return;
   }

@@ -14,13 +14,14 @@ struct batch {
   int size = 0;       // samples
   int slots = 0;
   int dense_features = 0;
+  int tasks = 1;  // labels per sample (data.labels)
   std::vector<uint32_t> offsets;
   std::vector<uint64_t> ids;   // 64-bit ids, already hashed into their table's id space
   std::vector<float> weights;  // empty (every id weighs 1), or ids.size() pooling weights
   std::vector<float> dense;    // size x dense_features, row-major
-  std::vector<float> labels;   // size, 0 or 1
-  std::vector<float>
-    probs;  // size, the teacher's true click probability (synthetic data only; else empty)
+  std::vector<float> labels;   // size x tasks, sample-major, 0 or 1
+  std::vector<float> probs;    // size x tasks, the teacher's true probability of each label
+                               // (synthetic data only; else empty)
 };
 
 // A strong 64-bit mix of (slot, value): the id a raw feature value has in its slot's id space.

@@ -25,6 +25,8 @@ class batch_source {
   virtual int64_t samples(data_split split) const = 0;
   virtual int slots() const = 0;
   virtual int dense_features() const = 0;
+  // Labels per sample (data.labels): batch::labels holds size x tasks().
+  virtual int tasks() const { return 1; }
   // Whether batches carry the true click probabilities (`batch::probs`), hence an oracle AUC.
   virtual bool has_teacher() const = 0;
 };

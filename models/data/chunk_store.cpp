@@ -53,12 +53,18 @@ capnp::ReaderOptions big_reader() {
 
 }  // namespace
 
-chunk_builder::chunk_builder(int slots, int dense_features, bool weighted)
-    : slots_(slots), dense_features_(dense_features), weighted_(weighted) {}
+chunk_builder::chunk_builder(int slots, int dense_features, bool weighted, int tasks)
+    : slots_(slots),
+      dense_features_(dense_features),
+      weighted_(weighted),
+      tasks_(static_cast<size_t>(tasks)) {
+  SATRAP_ASSERT(tasks >= 1);
+}
 
 void chunk_builder::add(const text_sample& s) {
   SATRAP_ASSERT(static_cast<int>(s.dense.size()) == dense_features_
-                && (s.weights.empty() || s.weights.size() == s.features.size()));
+                && (s.weights.empty() || s.weights.size() == s.features.size())
+                && s.more_labels.size() + 1 == tasks_);
   order_.resize(s.features.size());
   std::iota(order_.begin(), order_.end(), 0);
   std::stable_sort(order_.begin(), order_.end(),
@@ -81,6 +87,7 @@ void chunk_builder::add(const text_sample& s) {
   SATRAP_ASSERT(k == order_.size());
   dense_.insert(dense_.end(), s.dense.begin(), s.dense.end());
   labels_.push_back(s.label);
+  labels_.insert(labels_.end(), s.more_labels.begin(), s.more_labels.end());
 }
 
 result<ok_t> chunk_builder::write(const std::string& path) {
@@ -127,6 +134,7 @@ result<ok_t> manifest_write(const std::string& dir, const dataset_manifest& m) {
   out.setParseSeconds(m.stats.parse_seconds);
   out.setTextBytes(m.stats.text_bytes);
   out.setWeighted(m.weighted);
+  out.setTasks(static_cast<uint32_t>(m.tasks));
   auto tmp = dir + "/manifest.bin.tmp";
   if (auto written = write_message(tmp, mb); !written)
     return written;
@@ -162,6 +170,7 @@ result<dataset_manifest> manifest_read(const std::string& dir) {
     m.stats.parse_seconds = in.getParseSeconds();
     m.stats.text_bytes = in.getTextBytes();
     m.weighted = in.getWeighted();
+    m.tasks = std::max<int>(1, static_cast<int>(std::min<uint32_t>(in.getTasks(), 1024)));
   } catch (const kj::Exception&) {
     ::close(fd);
     return unreadable();
@@ -223,7 +232,7 @@ result<ok_t> chunk_store::map_chunk(const std::string& path, mapped_chunk& c) co
         || static_cast<int>(in.getDenseFeatures()) != dense_features())
       return bad();
     c.offsets = view<uint32_t>(in.getOffsets(), n * static_cast<size_t>(slots()) + 1);
-    c.labels = view<float>(in.getLabels(), n);
+    c.labels = view<float>(in.getLabels(), n * static_cast<size_t>(tasks()));
     c.dense = view<float>(in.getDense(), n * static_cast<size_t>(dense_features()));
     if (!c.offsets || !c.labels || !c.dense || c.offsets[0] != 0)
       return bad();
@@ -265,7 +274,8 @@ void chunk_store::append_sample(int64_t i, batch& b) const {
     b.weights.insert(b.weights.end(), c.weights + first, c.weights + last);
   auto d = static_cast<size_t>(dense_features());
   b.dense.insert(b.dense.end(), c.dense + row * d, c.dense + (row + 1) * d);
-  b.labels.push_back(c.labels[row]);
+  auto t = static_cast<size_t>(tasks());
+  b.labels.insert(b.labels.end(), c.labels + row * t, c.labels + (row + 1) * t);
 }
 
 }  // namespace satrap

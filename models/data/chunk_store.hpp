@@ -22,17 +22,19 @@ class chunk_builder {
  public:
   // weighted: the chunk carries a weight per id (a sample's weights, or 1 for each id of a
   // sample without them; a missing id weighs 1).
-  chunk_builder(int slots, int dense_features, bool weighted = false);
+  // tasks: labels per sample (the sample's label, then its more_labels).
+  chunk_builder(int slots, int dense_features, bool weighted = false, int tasks = 1);
   // Appends a parsed sample: its features grouped by slot (in their order within a slot); an
   // empty slot gets its missing id.
   void add(const text_sample& sample);
-  uint32_t samples() const { return static_cast<uint32_t>(labels_.size()); }
+  uint32_t samples() const { return static_cast<uint32_t>(labels_.size() / tasks_); }
   // Writes the chunk to `path` and clears the builder.
   result<ok_t> write(const std::string& path);
 
  private:
   int slots_, dense_features_;
   bool weighted_;
+  size_t tasks_;
   std::vector<uint32_t> offsets_{0};
   std::vector<float> weights_;
   std::vector<uint64_t> ids_;
@@ -51,6 +53,7 @@ struct dataset_manifest {
   int slots = 0;
   int dense_features = 0;
   bool weighted = false;  // chunks carry per-id weights
+  int tasks = 1;          // labels per sample
   std::vector<manifest_chunk> chunks;
   dataset_stats stats;
 };
@@ -72,9 +75,11 @@ class chunk_store {
   int slots() const { return manifest_.slots; }
   int dense_features() const { return manifest_.dense_features; }
   bool weighted() const { return manifest_.weighted; }
+  int tasks() const { return manifest_.tasks; }
   const dataset_stats& stats() const { return manifest_.stats; }
   // Appends sample `i` (0 <= i < samples(), manifest order) to `b` (offsets must hold >= 1
-  // entry); a weighted store appends its ids' weights to b.weights too.
+  // entry); a weighted store appends its ids' weights to b.weights too, and every store its
+  // tasks() labels to b.labels.
   void append_sample(int64_t i, batch& b) const;
 
  private:

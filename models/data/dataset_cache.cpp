@@ -57,7 +57,13 @@ std::string options_key(const dataset_convert_options& o) {
     add("value_weights", "true");
   if (o.format.format == text_format::jsonl) {  // (only then: older keys stay as they were)
     add("features", feature_schema_text(o.format.features));
-    add("label", o.format.label);
+    if (o.format.labels.size() == 1) {
+      add("label", o.format.labels[0]);
+    } else {
+      add("labels", "");
+      for (auto& l : o.format.labels)
+        key.append(l).append(",");
+    }
   }
   for (auto& f : o.files) {
     struct stat st {};
@@ -100,7 +106,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
   }
   const bool jsonl = o.format.format == text_format::jsonl;
   chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format),
-                      dataset_weighted(o.format));
+                      dataset_weighted(o.format), text_format_tasks(o.format));
   std::optional<jsonl_parser> json;
   if (jsonl)
     json.emplace(o.format);
@@ -204,6 +210,7 @@ result<ok_t> convert_into(const dataset_convert_options& o, const std::string& d
   m.slots = text_format_slots(o.format);
   m.dense_features = text_format_dense_features(o.format);
   m.weighted = dataset_weighted(o.format);
+  m.tasks = text_format_tasks(o.format);
   auto start = o.environment->steady_now();
   if (auto converted = convert_all(o, dir, m); !converted)
     return converted.failure();

@@ -32,7 +32,8 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
     src->test_ = std::move(test.value());
     if (src->test_->slots() != src->train_->slots()
         || src->test_->dense_features() != src->train_->dense_features()
-        || src->test_->weighted() != src->train_->weighted())
+        || src->test_->weighted() != src->train_->weighted()
+        || src->test_->tasks() != src->train_->tasks())
       return make_model_error("the test files' samples differ in shape from the training files'");
     src->train_view_ = {src->train_.get(), 0, total};
     src->test_view_ = {src->test_.get(), 0, src->test_->samples()};
@@ -44,7 +45,8 @@ result<std::unique_ptr<file_source>> file_source::open(const std::string& train_
     src->valid_ = std::move(valid.value());
     if (src->valid_->slots() != src->train_->slots()
         || src->valid_->dense_features() != src->train_->dense_features()
-        || src->valid_->weighted() != src->train_->weighted())
+        || src->valid_->weighted() != src->train_->weighted()
+        || src->valid_->tasks() != src->train_->tasks())
       return make_model_error(
         "the validation files' samples differ in shape from the training files'");
     src->valid_view_ = {src->valid_.get(), 0, src->valid_->samples()};
@@ -178,9 +180,10 @@ batch file_source::make_batch(data_split split, int64_t index, int batch_size) c
   b.size = static_cast<int>(last - first);
   b.slots = slots();
   b.dense_features = dense_features();
+  b.tasks = tasks();
   b.offsets.reserve(static_cast<size_t>(b.size) * static_cast<size_t>(b.slots) + 1);
   b.offsets.push_back(0);
-  b.labels.reserve(static_cast<size_t>(b.size));
+  b.labels.reserve(static_cast<size_t>(b.size) * static_cast<size_t>(b.tasks));
   if (split == data_split::train)
     append_train(first, last, b);
   else if (split == data_split::validation && !valid_bits_.empty())

@@ -50,6 +50,7 @@ class file_source final : public batch_source {
   int64_t samples(data_split split) const override;
   int slots() const override { return train_->slots(); }
   int dense_features() const override { return train_->dense_features(); }
+  int tasks() const override { return train_->tasks(); }
   bool has_teacher() const override { return false; }
 
   // Where training position p (0 <= p, across epochs) is in the training split; for tests.

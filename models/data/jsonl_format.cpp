@@ -195,13 +195,15 @@ struct jsonl_parser::cursor {
 };
 
 jsonl_parser::jsonl_parser(const text_format_options& options)
-    : schema_(options.features), label_(options.label) {
+    : schema_(options.features), labels_(options.labels) {
   auto layout = feature_schema_layout(schema_, pooling::sum);
   SATRAP_ASSERT(layout.ok(), "jsonl_parser: unchecked schema: {}", layout.error());
   layout_ = std::move(layout.value());
   for (size_t i = 0; i < schema_.size(); ++i)
     names_.emplace_back(schema_[i].name, static_cast<int>(i));
-  names_.emplace_back(label_, -1);
+  for (size_t k = 0; k < labels_.size(); ++k)
+    names_.emplace_back(labels_[k], -1 - static_cast<int>(k));
+  label_seen_.assign(labels_.size(), 0);
   std::sort(names_.begin(), names_.end());
   seen_.assign(schema_.size(), 0);
   ids_.resize(schema_.size());
@@ -402,9 +404,10 @@ std::optional<parse_error> jsonl_parser::parse(sv line, text_sample& out) {
   out.features.clear();
   out.weights.clear();
   out.label = 0.0f;
+  out.more_labels.assign(labels_.size() - 1, 0.0f);
   out.dense.assign(static_cast<size_t>(std::max(layout_.dense, 1)), 1.0f);
   std::fill(seen_.begin(), seen_.end(), 0);
-  label_seen_ = false;
+  std::fill(label_seen_.begin(), label_seen_.end(), 0);
   for (size_t i = 0; i < ids_.size(); ++i) {
     ids_[i].clear();
     weights_[i].clear();
@@ -439,10 +442,12 @@ std::optional<parse_error> jsonl_parser::parse(sv line, text_sample& out) {
     if (it == names_.end() || it->first != key) {
       if (auto e = c.skip(scratch_, 0))
         return e;
-    } else if (it->second < 0) {  // the label
-      if (label_seen_)
-        return c.error(key_at, "duplicate_key", "the label '" + label_ + "' once");
-      label_seen_ = true;
+    } else if (it->second < 0) {  // a label
+      const auto k = static_cast<size_t>(-1 - it->second);
+      const std::string& label = labels_[k];
+      if (label_seen_[k])
+        return c.error(key_at, "duplicate_key", "the label '" + label + "' once");
+      label_seen_[k] = 1;
       auto at = c.pos;
       double v = -1;
       if (c.literal("true"))
@@ -456,8 +461,8 @@ std::optional<parse_error> jsonl_parser::parse(sv line, text_sample& out) {
           v = -1;
       }
       if (!(v == 0.0 || v == 1.0))
-        return c.error(at, "bad_label", "the label '" + label_ + "': 0, 1, false or true");
-      out.label = static_cast<float>(v);
+        return c.error(at, "bad_label", "the label '" + label + "': 0, 1, false or true");
+      (k == 0 ? out.label : out.more_labels[k - 1]) = static_cast<float>(v);
     } else {
       auto feature = static_cast<size_t>(it->second);
       if (seen_[feature])
@@ -482,8 +487,9 @@ std::optional<parse_error> jsonl_parser::parse(sv line, text_sample& out) {
   c.ws();
   if (!c.done())
     return c.bad_json("the end of the line after the object (one object per line)");
-  if (!label_seen_)
-    return c.error(line.size(), "missing_label", "the label '" + label_ + "'");
+  for (size_t k = 0; k < labels_.size(); ++k)
+    if (!label_seen_[k])
+      return c.error(line.size(), "missing_label", "the label '" + labels_[k] + "'");
   for (size_t i = 0; i < schema_.size(); ++i) {
     if (!seen_[i])
       return c.error(line.size(), "missing_feature", "the feature '" + schema_[i].name + "'");

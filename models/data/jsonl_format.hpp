@@ -2,7 +2,8 @@
 // (data.features, feature_schema.hpp; data.labels):
 //   {"label": 1, "user": 17, "item": "sku-42", "tags": [3, 9, 12], "history": [5, 8, 13],
 //    "price": 12.5, "topics": {"ids": [7, 11], "weights": [0.8, 0.2]}}
-//   label     0 or 1 (any number spelling, or false / true)
+//   label     0 or 1 (any number spelling, or false / true); data.labels may name several
+//             (click, purchase, ...): each one a task, each in every line
 //   id        an integer (signed or unsigned 64-bit) or a string; the string "7" and the integer 7
 //             are different ids. null: no value (the slot's missing id)
 //   bag       an array of ids ([] or null: the missing id); at most max_length ids
@@ -47,11 +48,11 @@ class jsonl_parser {
 
   feature_schema schema_;
   feature_layout layout_;
-  std::string label_;
-  std::vector<std::pair<std::string, int>> names_;  // sorted; the label is -1
-  // Per line: whether each feature (and the label) was seen, and each sparse feature's ids.
+  std::vector<std::string> labels_;
+  std::vector<std::pair<std::string, int>> names_;  // sorted; label k is -1-k
+  // Per line: whether each feature (and each label) was seen, and each sparse feature's ids.
   std::vector<char> seen_;
-  bool label_seen_ = false;
+  std::vector<char> label_seen_;
   std::vector<std::vector<uint64_t>> ids_;
   std::vector<std::vector<float>> weights_;
   std::string scratch_;       // a string with escapes, decoded

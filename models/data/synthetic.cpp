@@ -51,7 +51,8 @@ struct zipf_math {
 synthetic_generator::synthetic_generator(const synthetic_options& options) : options_(options) {
   SATRAP_ASSERT(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
   SATRAP_ASSERT(options.ids_per_sample > 0 && options.dense_features >= 0
-                && options.teacher_latent_dim > 0);
+                && options.teacher_latent_dim > 0 && (options.tasks == 1 || options.tasks == 2)
+                && std::abs(options.purchase_correlation) <= 1.0);
   zipf_math z{options.zipf_exponent};
   h_integral_x1_ = z.h_integral(1.5) - 1.0;
   h_integral_n_ = z.h_integral(static_cast<double>(options.vocab) + 0.5);
@@ -85,6 +86,10 @@ double synthetic_generator::id_effect(uint64_t id) const {
   return hash_unit_var(mix64(id ^ mix64(options_.seed ^ 0x1d8e4e27c47d124fULL)));
 }
 
+double synthetic_generator::purchase_id_effect(uint64_t id) const {
+  return hash_unit_var(mix64(id ^ mix64(options_.seed ^ 0x9e6c63d0676a9a99ULL)));
+}
+
 void synthetic_generator::id_latent(uint64_t id, double* out) const {
   uint64_t base = mix64(id ^ mix64(options_.seed ^ 0x7a3f2b1c9d0e5a61ULL));
   for (int k = 0; k < options_.teacher_latent_dim; ++k)
@@ -101,11 +106,14 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
   b.size = batch_size;
   b.slots = slots;
   b.dense_features = features;
+  b.tasks = options_.tasks;
+  const bool purchase = options_.tasks == 2;
+  const double rho = options_.purchase_correlation, rest = std::sqrt(1.0 - rho * rho);
   b.offsets.resize(static_cast<size_t>(batch_size) * slots + 1);
   b.ids.resize(static_cast<size_t>(batch_size) * slots * per);
   b.dense.resize(static_cast<size_t>(batch_size) * features);
-  b.labels.resize(batch_size);
-  b.probs.resize(batch_size);
+  b.labels.resize(static_cast<size_t>(batch_size) * options_.tasks);
+  b.probs.resize(static_cast<size_t>(batch_size) * options_.tasks);
   for (size_t k = 0; k < b.offsets.size(); ++k)
     b.offsets[k] = static_cast<uint32_t>(k * per);
 
@@ -120,10 +128,13 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
   std::vector<double> beta(features);
   for (int f = 0; f < features; ++f)
     beta[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0xbb67ae85ULL)));
+  std::vector<double> beta2(purchase ? features : 0);
+  for (int f = 0; f < static_cast<int>(beta2.size()); ++f)
+    beta2[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0x3c6ef372ULL)));
 
   for (int i = 0; i < batch_size; ++i) {
     uint64_t rng = mix64(stream ^ static_cast<uint64_t>(index * batch_size + i));
-    double logit = options_.teacher_bias, first = 0.0;
+    double logit = options_.teacher_bias, first = 0.0, first2 = 0.0;
     std::fill(u.begin(), u.end(), 0.0);
     double latent_buf[64];
     SATRAP_ASSERT(latent <= 64);
@@ -134,6 +145,8 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
         uint64_t id = slot_id_hash(s, mix64(rank ^ slot_salt[s]));
         b.ids[(static_cast<size_t>(i) * slots + s) * per + j] = id;
         first += id_effect(id) / per;
+        if (purchase)
+          first2 += purchase_id_effect(id) / per;
         id_latent(id, latent_buf);
         for (int k = 0; k < latent; ++k)
           us[k] += latent_buf[k] / per;
@@ -172,8 +185,23 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
       d += beta[f] * dense[f];
     logit += dense_scale_ * d;
     double p = 1.0 / (1.0 + std::exp(-logit));
-    b.probs[i] = static_cast<float>(p);
-    b.labels[i] = next_unit(rng) < p ? 1.0f : 0.0f;
+    if (!purchase) {
+      b.probs[i] = static_cast<float>(p);
+      b.labels[i] = next_unit(rng) < p ? 1.0f : 0.0f;
+      continue;
+    }
+    double d2 = 0.0;
+    for (int f = 0; f < features; ++f)
+      d2 += beta2[f] * dense[f];
+    const double logit2 = options_.purchase_bias + rho * (logit - options_.teacher_bias)
+                          + rest * (id_scale_ * first2 + dense_scale_ * d2);
+    const double q = 1.0 / (1.0 + std::exp(-logit2));
+    const bool click = next_unit(rng) < p;
+    const bool bought = click && next_unit(rng) < q;
+    b.probs[2 * static_cast<size_t>(i)] = static_cast<float>(p);
+    b.probs[2 * static_cast<size_t>(i) + 1] = static_cast<float>(p * q);
+    b.labels[2 * static_cast<size_t>(i)] = click ? 1.0f : 0.0f;
+    b.labels[2 * static_cast<size_t>(i) + 1] = bought ? 1.0f : 0.0f;
   }
   return b;
 }

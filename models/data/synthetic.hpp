@@ -24,6 +24,14 @@ struct synthetic_options {
   int teacher_latent_dim = 4;      // size of the teacher's per-id latent vectors
   double teacher_pair_std = 0.3;   // std of the summed pairwise dot products across slots
   double teacher_dense_std = 0.9;  // std of the linear dense-feature effect
+  // Labels per sample: 1 (a click), or 2 (a click, and a purchase given the click: the second
+  // label is 1 only where the first is). The purchase's logit given a click is
+  // purchase_bias + purchase_correlation * (the click logit's id, pair and dense effects) +
+  // sqrt(1 - correlation^2) * (effects of the same size from independent per-id and dense
+  // weights). probs holds P(click) and P(click and purchase), the oracle of each task.
+  int tasks = 1;
+  double purchase_bias = -0.5;
+  double purchase_correlation = 0.5;
 };
 
 class synthetic_generator final : public batch_source {
@@ -36,6 +44,7 @@ class synthetic_generator final : public batch_source {
   int64_t samples(data_split) const override { return -1; }
   int slots() const override { return options_.slots; }
   int dense_features() const override { return options_.dense_features; }
+  int tasks() const override { return options_.tasks; }
   bool has_teacher() const override { return true; }
 
   const synthetic_options& options() const { return options_; }
@@ -43,6 +52,7 @@ class synthetic_generator final : public batch_source {
  private:
   uint64_t sample_rank(uint64_t& rng) const;  // one Zipf rank in [1, vocab]
   double id_effect(uint64_t id) const;
+  double purchase_id_effect(uint64_t id) const;
   void id_latent(uint64_t id, double* out) const;
 
   synthetic_options options_;

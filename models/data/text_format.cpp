@@ -225,6 +225,10 @@ int text_format_slots(const text_format_options& o) {
   return 0;
 }
 
+int text_format_tasks(const text_format_options& o) {
+  return o.format == text_format::jsonl ? std::max<int>(1, static_cast<int>(o.labels.size())) : 1;
+}
+
 int text_format_dense_features(const text_format_options& o) {
   if (o.format == text_format::jsonl) {
     auto layout = feature_schema_layout(o.features, pooling::sum);
@@ -242,10 +246,18 @@ result<ok_t> text_format_check(const text_format_options& o) {
         "data.features (the named features of each JSON line) for jsonl data");
     if (auto layout = feature_schema_layout(o.features, pooling::sum); !layout)
       return layout.failure();
-    for (auto& f : o.features)
-      if (f.name == o.label)
-        return make_input_error("data.labels: a name that no feature has ('" + o.label
-                                + "' is a feature)");
+    if (o.labels.empty() || o.labels.size() > text_labels_max)
+      return make_input_error("data.labels: 1 to " + std::to_string(text_labels_max)
+                              + " label names");
+    for (size_t i = 0; i < o.labels.size(); ++i) {
+      for (auto& f : o.features)
+        if (f.name == o.labels[i])
+          return make_input_error("data.labels: a name that no feature has ('" + o.labels[i]
+                                  + "' is a feature)");
+      for (size_t j = 0; j < i; ++j)
+        if (o.labels[j] == o.labels[i])
+          return make_input_error("data.labels: each name once ('" + o.labels[i] + "' twice)");
+    }
     return ok_t{};
   }
   if (!o.field_starts.empty()) {

@@ -37,9 +37,9 @@ struct text_format_options {
     0;  // libsvm without field_starts: slots by position; libffm: fields (criteo: 26, fixed)
   std::vector<int64_t>
     field_starts;  // libsvm: first feature id of each slot, ascending; empty: by position
-  bool value_weights = false;   // libsvm / libffm: a feature's value is its pooling weight
-  feature_schema features;      // jsonl: the named features (feature_schema.hpp)
-  std::string label = "label";  // jsonl: the label's name
+  bool value_weights = false;  // libsvm / libffm: a feature's value is its pooling weight
+  feature_schema features;     // jsonl: the named features (feature_schema.hpp)
+  std::vector<std::string> labels{"label"};  // jsonl: the labels' names (data.labels), tasks
 };
 
 constexpr int criteo_dense_features = 13;
@@ -51,12 +51,16 @@ int text_format_slots(const text_format_options& options);
 // Dense features: Criteo's 13; the other formats have none, so they get one constant 1.0 (the
 // DLRM's bottom MLP then learns a bias vector that takes part in the interactions).
 int text_format_dense_features(const text_format_options& options);
+// Labels per sample: data.labels' count for jsonl, else 1.
+int text_format_tasks(const text_format_options& options);
+inline constexpr size_t text_labels_max = 16;
 // Whether the options make sense; the error says what was expected.
 result<ok_t> text_format_check(const text_format_options& options);
 
 // One parsed sample.
 struct text_sample {
-  float label = 0.0f;                              // 0 or 1
+  float label = 0.0f;                              // 0 or 1 (the first task's)
+  std::vector<float> more_labels;                  // jsonl with several labels: tasks 2..
   std::vector<std::pair<int, uint64_t>> features;  // (slot, id hashed into the slot's id space)
   std::vector<float> weights;                      // empty, or one pooling weight per feature entry
   std::vector<float> dense;                        // text_format_dense_features values

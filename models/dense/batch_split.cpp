@@ -106,14 +106,15 @@ double batch_split_model::forward_backward(int batch, const float* dense, const 
   blas_threads_apply(1);
   const auto features = static_cast<size_t>(config_.dense_features);
   const auto emb = static_cast<size_t>(config_.slots) * static_cast<size_t>(config_.dim);
+  const auto tasks = static_cast<size_t>(config_.tasks);
   const std::function<void(int)> job = [&](int p) {
     const int begin = part_begin(batch, n, p), rows = part_begin(batch, n, p + 1) - begin;
     const auto r = static_cast<size_t>(begin);
     if (p > 0)
       sync_params(p);
     losses_[static_cast<size_t>(p)] = replicas_[static_cast<size_t>(p)]->forward_backward(
-      rows, dense + r * features, pooled + r * emb, labels + r, loss_scale, logits + r,
-      pooled_grad + r * emb);
+      rows, dense + r * features, pooled + r * emb, labels + r * tasks, loss_scale,
+      logits + r * tasks, pooled_grad + r * emb);
   };
   run_parts(n, job);
   auto sum = replicas_[0]->grads();
@@ -138,13 +139,14 @@ void batch_split_model::forward(int batch, const float* dense, const float* pool
   blas_threads_apply(1);
   const auto features = static_cast<size_t>(config_.dense_features);
   const auto emb = static_cast<size_t>(config_.slots) * static_cast<size_t>(config_.dim);
+  const auto tasks = static_cast<size_t>(config_.tasks);
   const std::function<void(int)> job = [&](int p) {
     const int begin = part_begin(batch, n, p), rows = part_begin(batch, n, p + 1) - begin;
     const auto r = static_cast<size_t>(begin);
     if (p > 0)
       sync_params(p);
     replicas_[static_cast<size_t>(p)]->forward(rows, dense + r * features, pooled + r * emb,
-                                               logits + r);
+                                               logits + r * tasks);
   };
   run_parts(n, job);
 }

@@ -30,15 +30,18 @@ class dcn_v2 final : public block_model {
 
   void forward(int batch, const float* dense, const float* pooled, float* logits) override {
     const float* out = run_forward(batch, dense, pooled);
-    std::copy(out, out + batch, logits);
+    std::copy(out, out + static_cast<size_t>(batch) * config_.tasks, logits);
   }
 
   double forward_backward(int batch, const float* dense, const float* pooled, const float* labels,
                           float loss_scale, float* logits, float* pooled_grad) override {
     const float* out = run_forward(batch, dense, pooled);
-    std::copy(out, out + batch, logits);
-    dlogits_.resize(batch);
-    double loss = bce_with_logits(batch, logits, labels, loss_scale, dlogits_.data());
+    std::copy(out, out + static_cast<size_t>(batch) * config_.tasks, logits);
+    dlogits_.resize(static_cast<size_t>(batch) * config_.tasks);
+    double loss =
+      bce_with_logits_tasks(batch, config_.tasks, logits, labels,
+                            config_.task_weights.empty() ? nullptr : config_.task_weights.data(),
+                            loss_scale, dlogits_.data());
     const size_t n = static_cast<size_t>(batch) * width_;
     g_.resize(n);
     blocks_.backward(top_, batch, dlogits_.data(), g_.data());
@@ -100,7 +103,7 @@ std::vector<mlp_block> dcn_v2_blocks(const dense_model_config& c) {
   std::vector<mlp_block> blocks{{c.dense_features, mlp_sizes(c.bottom, c.dim), 0}};
   for (int l = 0; l < c.cross_layers; ++l)
     blocks.push_back({width, {width}, 2 + static_cast<uint64_t>(l)});
-  blocks.push_back({width, mlp_sizes(c.top, 1), 1});
+  blocks.push_back({width, mlp_sizes(c.top, c.tasks), 1});
   return blocks;
 }
 

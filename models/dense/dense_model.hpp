@@ -16,7 +16,9 @@ class dense_model {
   virtual std::span<float> grads() = 0;
   // Forward + backward on one batch. grads() is overwritten (not accumulated). Each sample's
   // BCE-with-logits loss is multiplied by loss_scale (e.g. 1/global_batch) before
-  // differentiation. Writes logits[batch] and every element of pooled_grad[batch x slots x dim]
+  // differentiation. With T tasks (dense_model_config::tasks) labels and logits are batch x T,
+  // row-major, and the loss is the task-weighted sum (bce_with_logits_tasks).
+  // Writes logits[batch x T] and every element of pooled_grad[batch x slots x dim]
   // (gradient of the scaled loss w.r.t. pooled embeddings; callers may pass memory that is not
   // zeroed). Returns the UNSCALED sum of per-sample losses.
   virtual double forward_backward(int batch, const float* dense, const float* pooled,

@@ -26,7 +26,7 @@ class dlrm final : public block_model {
 
   void forward(int batch, const float* dense, const float* pooled, float* logits) override {
     const float* out = run_forward(batch, dense, pooled);
-    std::copy(out, out + batch, logits);
+    std::copy(out, out + static_cast<size_t>(batch) * config_.tasks, logits);
   }
 
   double forward_backward(int batch, const float* dense, const float* pooled, const float* labels,
@@ -34,9 +34,12 @@ class dlrm final : public block_model {
     top_.train_mode(true, mix64(dropout_key_ + ++train_steps_));
     const float* out = run_forward(batch, dense, pooled);
     top_.train_mode(false, 0);
-    std::copy(out, out + batch, logits);
-    dlogits_.resize(batch);
-    double loss = bce_with_logits(batch, logits, labels, loss_scale, dlogits_.data());
+    std::copy(out, out + static_cast<size_t>(batch) * config_.tasks, logits);
+    dlogits_.resize(static_cast<size_t>(batch) * config_.tasks);
+    double loss =
+      bce_with_logits_tasks(batch, config_.tasks, logits, labels,
+                            config_.task_weights.empty() ? nullptr : config_.task_weights.data(),
+                            loss_scale, dlogits_.data());
     dz_.resize(static_cast<size_t>(batch) * top_.in());
     blocks_.backward(top, batch, dlogits_.data(), dz_.data());
     dx_.resize(static_cast<size_t>(batch) * config_.dim);
@@ -100,7 +103,7 @@ class dlrm final : public block_model {
 // Params: bottom, top.
 std::vector<mlp_block> dlrm_blocks(const dense_model_config& c) {
   return {{c.dense_features, mlp_sizes(c.bottom, c.dim), 0},
-          {dlrm_top_input(c), mlp_sizes(c.top, 1), 1}};
+          {dlrm_top_input(c), mlp_sizes(c.top, c.tasks), 1}};
 }
 
 int dlrm_top_input(const dense_model_config& c) {

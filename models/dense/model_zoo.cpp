@@ -5,6 +5,20 @@
 
 namespace satrap {
 
+std::string dense_model_tasks_error(const dense_model_config& config) {
+  if (config.tasks < 1)
+    return "expected at least one task, got " + std::to_string(config.tasks);
+  if (!config.task_weights.empty() && config.task_weights.size() != size_t(config.tasks))
+    return "expected " + std::to_string(config.tasks) + " task weights, got "
+           + std::to_string(config.task_weights.size());
+  if (config.tasks > 1
+      && (config.type == dense_model_type::deepfm || config.type == dense_model_type::wide_deep))
+    return std::string("model.type ") + dense_model_type_name(config.type)
+           + " has one logit (its FM or wide term is one number); several tasks need dlrm, "
+             "dcn_v2 or torchscript";
+  return "";
+}
+
 const char* dense_model_type_name(dense_model_type type) {
   switch (type) {
     case dense_model_type::dlrm: return "dlrm";
@@ -35,7 +49,8 @@ result<std::unique_ptr<dense_model>> make_dense_model_checked(const dense_model_
   if (!plugin)
     return plugin.failure();
   return (*plugin)->make(config.torchscript,
-                         torchscript_contract{config.dense_features, config.slots, config.dim},
+                         torchscript_contract{config.dense_features, config.slots, config.dim,
+                                              config.tasks, config.task_weights},
                          threads, seed);
 }
 

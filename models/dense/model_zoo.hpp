@@ -41,6 +41,11 @@ struct dense_model_config {
   dlrm_interaction interaction = dlrm_interaction::dot;  // DLRM: what the top MLP sees
   float dropout = 0.0f;  // DLRM: dropout on the top MLP's hidden layers while training
   dense_precision precision = dense_precision::fp32;  // GEMM inputs (GPU only; see above)
+  // Tasks (data.labels): the top MLP's last layer outputs one logit per task (a shared-bottom
+  // multi-task network; DLRM, DCN-v2 and torchscript modules). task_weights: each task's loss
+  // weight (training.task_weights; empty: every task weighs 1).
+  int tasks = 1;
+  std::vector<float> task_weights;
   // torchscript: the archive's bytes (read once with the job; shared, never copied), where they
   // came from (messages), and its parameter count from the load check.
   std::shared_ptr<const std::string> torchscript;
@@ -50,6 +55,10 @@ struct dense_model_config {
 
 // The DLRM top MLP's input size for this config.
 int dlrm_top_input(const dense_model_config& config);
+
+// "" when the model type supports config.tasks tasks, else why not (deepfm and wide_deep add a
+// one-logit term of their own: one task only).
+std::string dense_model_tasks_error(const dense_model_config& config);
 
 // "dlrm", "dcn_v2", "deepfm", "wide_deep", "torchscript".
 const char* dense_model_type_name(dense_model_type type);

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/dense/dense_model.hpp"
 #include "models/result.hpp"
@@ -34,9 +35,11 @@ namespace satrap {
 
 // The shapes a module is checked against and trained with.
 struct torchscript_contract {
-  int dense_features = 0;  // D
-  int slots = 0;           // S
-  int dim = 0;             // E
+  int dense_features = 0;           // D
+  int slots = 0;                    // S
+  int dim = 0;                      // E
+  int tasks = 1;                    // T (data.labels): logits [B] when 1, else [B, T]
+  std::vector<float> task_weights;  // training.task_weights (empty: each task weighs 1)
 };
 
 // What the load check found.
@@ -64,7 +67,7 @@ struct torchscript_plugin_api {
   result<std::string> (*with_params)(const std::string& archive, const float* params,
                                      uint64_t count);
 };
-inline constexpr int torchscript_plugin_abi = 1;
+inline constexpr int torchscript_plugin_abi = 2;
 
 // The plugin, opened on first use; the error says where it was looked for and what to do.
 result<const torchscript_plugin_api*> torchscript_plugin();

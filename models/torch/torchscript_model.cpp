@@ -101,13 +101,16 @@ result<torch::jit::Module> load_module(const std::string& archive, const std::st
 
 // binary cross-entropy with logits, the built-in models' formula (models/dense/bce.cpp):
 // loss_i = max(z,0) - z*y + log1p(exp(-|z|)); dlogits_i = (sigmoid(z_i) - y_i) * scale.
-double bce(int batch, const float* logits, const float* labels, float scale, float* dlogits) {
+// Several tasks: batch x tasks, row-major, task t's loss and gradient times task_weights[t].
+double bce(int n, int tasks, const std::vector<float>& task_weights, const float* logits,
+           const float* labels, float scale, float* dlogits) {
   double sum = 0.0;
-  for (int i = 0; i < batch; ++i) {
+  for (int i = 0; i < n * tasks; ++i) {
+    float w = task_weights.empty() ? 1.0f : task_weights[static_cast<size_t>(i % tasks)];
     float z = logits[i], y = labels[i];
-    sum += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::fabs(z)));
+    sum += w * (std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::fabs(z))));
     float p = z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
-    dlogits[i] = (p - y) * scale;
+    dlogits[i] = (p - y) * scale * w;
   }
   return sum;
 }
@@ -145,14 +148,16 @@ class torchscript_model final : public dense_model {
     auto e = torch::from_blob(const_cast<float*>(pooled), {batch, c_.slots, c_.dim})
                .detach()
                .requires_grad_(true);
-    auto out = module_.forward({d, e}).toTensor().reshape({batch});
+    const int64_t n = static_cast<int64_t>(batch) * c_.tasks;
+    auto out = module_.forward({d, e}).toTensor().reshape({n});
     auto z = out.detach().contiguous();
-    std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(batch) * sizeof(float));
-    dlogits_.resize(static_cast<size_t>(batch));
-    double loss = bce(batch, logits, labels, loss_scale, dlogits_.data());
+    std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(n) * sizeof(float));
+    dlogits_.resize(static_cast<size_t>(n));
+    double loss =
+      bce(batch, c_.tasks, c_.task_weights, logits, labels, loss_scale, dlogits_.data());
     std::vector<at::Tensor> inputs(params_.begin(), params_.end());
     inputs.push_back(e);
-    auto g = torch::autograd::grad({out}, inputs, {torch::from_blob(dlogits_.data(), {batch})},
+    auto g = torch::autograd::grad({out}, inputs, {torch::from_blob(dlogits_.data(), {n})},
                                    /*retain_graph=*/false, /*create_graph=*/false,
                                    /*allow_unused=*/true);
     size_t off = 0;
@@ -170,8 +175,9 @@ class torchscript_model final : public dense_model {
     torch::NoGradGuard no_grad;
     auto d = torch::from_blob(const_cast<float*>(dense), {batch, c_.dense_features});
     auto e = torch::from_blob(const_cast<float*>(pooled), {batch, c_.slots, c_.dim});
-    auto z = module_.forward({d, e}).toTensor().reshape({batch}).contiguous();
-    std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(batch) * sizeof(float));
+    const int64_t n = static_cast<int64_t>(batch) * c_.tasks;
+    auto z = module_.forward({d, e}).toTensor().reshape({n}).contiguous();
+    std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(n) * sizeof(float));
   }
 
  private:
@@ -204,9 +210,11 @@ result<torchscript_info> check(torch::jit::Module& m, const std::string& name,
   if (!method)
     return make_input_error(name + ": the module has no forward method");
   const auto& args = method->function().getSchema().arguments();  // self first
-  const std::string expected = "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features)
-                               + "], embeddings: Tensor [B, " + std::to_string(c.slots) + ", "
-                               + std::to_string(c.dim) + "]) -> Tensor [B]";
+  const std::string expected =
+    "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features)
+    + "], embeddings: Tensor [B, " + std::to_string(c.slots) + ", " + std::to_string(c.dim)
+    + "]) -> Tensor "
+    + (c.tasks == 1 ? std::string("[B]") : "[B, " + std::to_string(c.tasks) + "]");
   if (args.size() != 3) {
     std::string got;
     for (size_t i = 1; i < args.size(); ++i)
@@ -253,20 +261,24 @@ result<torchscript_info> check(torch::jit::Module& m, const std::string& name,
     return make_input_error(name + ": forward returned a "
                             + std::string(c10::toString(t.scalar_type()))
                             + " tensor; expected float32 logits");
-  bool one = (t.dim() == 1 && t.size(0) == b) || (t.dim() == 2 && t.size(0) == b && t.size(1) == 1);
-  if (t.dim() == 2 && t.size(0) == b && t.size(1) > 1)
-    return make_input_error(name + ": forward returned " + shape_of(t)
-                            + " for a batch of 3: " + std::to_string(t.size(1))
-                            + " tasks, and this job has one label; expected [3] or [3, 1]");
-  if (!one)
+  const int64_t T = c.tasks;
+  bool fits = (T == 1 && t.dim() == 1 && t.size(0) == b)
+              || (t.dim() == 2 && t.size(0) == b && t.size(1) == T);
+  const std::string want = T == 1 ? "[3] or [3, 1]" : "[3, " + std::to_string(T) + "]";
+  if (!fits && t.dim() == 2 && t.size(0) == b)
+    return make_input_error(name + ": forward returned " + shape_of(t) + " for a batch of 3: "
+                            + std::to_string(t.size(1)) + " task(s), and this job has "
+                            + std::to_string(T) + " label(s) (data.labels); expected " + want);
+  if (!fits)
     return make_input_error(name + ": forward returned " + shape_of(t) + " for dense [3, "
                             + std::to_string(c.dense_features) + "] and embeddings [3, "
                             + std::to_string(c.slots) + ", " + std::to_string(c.dim)
-                            + "]; expected logits [3] or [3, 1]");
+                            + "]; expected logits " + want);
   if (!t.requires_grad())
     return make_input_error(name + ": forward's output does not depend on any parameter or on "
                             "the embeddings (no gradient would flow); expected logits computed "
                             "from the inputs");
+  info.tasks = c.tasks;
   return info;
 }
 

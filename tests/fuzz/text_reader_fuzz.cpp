@@ -47,7 +47,7 @@ satrap::text_format_options options_for(std::string_view& input) {
     o.features = {f("u", k::id, "", 0, false),        f("i", k::id, "", 0, false),
                   f("h", k::sequence, "i", 3, false), f("t", k::bag, "", 4, false),
                   f("w", k::bag, "", 0, true),        f("p", k::dense, "", 0, false)};
-    o.label = "y";
+    o.labels = {"y"};
   }
   return o;
 }

@@ -41,7 +41,7 @@ text_format_options schema() {
                 feature("tags", feature_kind::bag, "", 4),
                 feature("price", feature_kind::dense),
                 feature("topics", feature_kind::bag, "", 0, true)};
-  o.label = "click";
+  o.labels = {"click"};
   return o;
 }
 
@@ -285,4 +285,65 @@ TEST_CASE("libsvm value_weights: several ids of a field are a bag weighted by th
   auto unweighted = file_source::open(plain->dir, "", fo);
   REQUIRE(unweighted.ok());
   CHECK((*unweighted)->make_batch(data_split::train, 0, 2).weights.empty());
+}
+
+TEST_CASE("jsonl: several labels, each a task, through the binary cache") {
+  scratch dir;
+  auto o = schema();
+  o.labels = {"click", "buy"};
+  std::string text;
+  for (int i = 0; i < 20; ++i)
+    text += R"({"buy": )" + std::to_string(i % 4 == 0 ? 1 : 0) + R"(, "click": )"
+            + std::to_string(i % 2 == 0 ? 1 : 0) + R"(, "user": )" + std::to_string(i)
+            + R"(, "item": 1, "hist": [], "tags": [2], "price": 1, "topics": {"ids": [1],)"
+            + R"( "weights": [1]}})" + "\n";
+  dataset_convert_options c;
+  c.format = o;
+  c.files = {dir.write("two.jsonl", text)};
+  c.cache_root = (dir.dir / "cache").string();
+  c.chunk_samples = 7;
+  auto built = dataset_cache_build(c);
+  REQUIRE_MESSAGE(built.ok(), built.error());
+  CHECK(built->stats.samples == 20);
+  file_source_options fo;
+  fo.shuffle = false;
+  fo.test_fraction = 0.2;
+  auto src = file_source::open(built->dir, "", fo);
+  REQUIRE_MESSAGE(src.ok(), src.error());
+  CHECK((*src)->tasks() == 2);
+  auto b = (*src)->make_batch(data_split::train, 0, 12);
+  CHECK(b.tasks == 2);
+  REQUIRE(b.labels.size() == 24);
+  for (int i = 0; i < 12; ++i) {
+    CHECK(b.labels[2 * static_cast<size_t>(i)] == (i % 2 == 0 ? 1.0f : 0.0f));
+    CHECK(b.labels[2 * static_cast<size_t>(i) + 1] == (i % 4 == 0 ? 1.0f : 0.0f));
+  }
+  // One label more is another data set; the order of data.labels is the tasks' order.
+  auto c1 = c;
+  c1.format.labels = {"click"};
+  auto one = dataset_cache_build(c1);
+  REQUIRE(one.ok());
+  CHECK(one->dir != built->dir);
+  // A line without the second label names it.
+  text_sample s;
+  jsonl_parser p(o);
+  auto e = p.parse(R"({"click": 1, "user": 1, "item": 1, "hist": [], "tags": [], "price": 1,)"
+                   R"( "topics": {"ids": [1], "weights": [1]}})",
+                   s);
+  REQUIRE(e.has_value());
+  CHECK(std::string(e->reason) == "missing_label");
+  CHECK(e->expected.find("'buy'") != std::string::npos);
+  auto d = p.parse(R"({"click": 1, "buy": 2, "user": 1, "item": 1, "hist": [], "tags": [],)"
+                   R"( "price": 1, "topics": {"ids": [1], "weights": [1]}})",
+                   s);
+  REQUIRE(d.has_value());
+  CHECK(std::string(d->reason) == "bad_label");
+  CHECK(d->expected.find("'buy'") != std::string::npos);
+  // A label named like a feature, or twice, is refused before reading.
+  auto twice = o;
+  twice.labels = {"click", "click"};
+  CHECK_FALSE(text_format_check(twice).ok());
+  auto clash = o;
+  clash.labels = {"click", "user"};
+  CHECK_FALSE(text_format_check(clash).ok());
 }

@@ -215,13 +215,16 @@ void check_model_gradients(const dense_model_config& config, uint64_t seed) {
   // pooled_grad starts as NaN: a model must write every element (the trainer hands it a payload
   // buffer that is not zeroed).
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> labels = {1, 0, 0, 1}, logits(batch), pooled_grad(pooled.size(), nan);
+  const size_t outs = static_cast<size_t>(batch) * config.tasks;
+  std::vector<float> labels(outs), logits(outs), pooled_grad(pooled.size(), nan);
+  for (size_t i = 0; i < outs; ++i)
+    labels[i] = (i * 7 + i / 3) % 3 == 0 ? 1.0f : 0.0f;  // {1, 0, 0, 1} with one task
   double loss0 = model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
                                          logits.data(), pooled_grad.data());
-  std::vector<float> forward_logits(batch);
+  std::vector<float> forward_logits(outs);
   model->forward(batch, dense.data(), pooled.data(), forward_logits.data());
   CHECK(forward_logits == logits);
-  std::vector<float> unused_logits(batch), unused_grad(pooled.size());
+  std::vector<float> unused_logits(outs), unused_grad(pooled.size());
   auto loss = [&] {
     return scale
            * model->forward_backward(batch, dense.data(), pooled.data(), labels.data(), scale,
@@ -283,6 +286,45 @@ TEST_CASE("dcn_v2 forward_backward: param grads and pooled_grad match finite dif
   auto no_cross = small_config(dense_model_type::dcn_v2);
   no_cross.cross_layers = 0;
   check_model_gradients(no_cross, 5);
+}
+
+TEST_CASE("two tasks: dlrm and dcn_v2 output a logit per task, weighted gradients match") {
+  for (auto type : {dense_model_type::dlrm, dense_model_type::dcn_v2}) {
+    auto config = small_config(type);
+    config.tasks = 2;
+    config.task_weights = {1.0f, 0.5f};
+    CAPTURE(dense_model_type_name(type));
+    CHECK(dense_model_tasks_error(config).empty());
+    check_model_gradients(config, 9);
+    auto one = small_config(type);
+    // The last layer has one output row more per task: (top's last hidden + 1) floats each.
+    CHECK(dense_model_param_count(config) == dense_model_param_count(one) + 7);
+  }
+  auto fm = small_config(dense_model_type::deepfm);
+  fm.tasks = 2;
+  CHECK(dense_model_tasks_error(fm).find("one logit") != std::string::npos);
+  auto weights = small_config(dense_model_type::dlrm);
+  weights.tasks = 2;
+  weights.task_weights = {1.0f};
+  CHECK(dense_model_tasks_error(weights).find("2 task weights") != std::string::npos);
+}
+
+TEST_CASE("bce over tasks: weights scale each task's loss and gradient") {
+  std::vector<float> z = {0.3f, -1.2f, 2.0f, 0.1f}, y = {1, 0, 0, 1}, w = {2.0f, 0.5f};
+  std::vector<float> d(4), d1(1);
+  double total = bce_with_logits_tasks(2, 2, z.data(), y.data(), w.data(), 0.5f, d.data());
+  double want = 0.0;
+  for (int i = 0; i < 4; ++i) {
+    double one = bce_with_logits(1, &z[i], &y[i], 0.5f, d1.data());
+    want += w[i % 2] * one;
+    CHECK(d[i] == doctest::Approx(w[i % 2] * d1[0]));
+  }
+  CHECK(total == doctest::Approx(want));
+  // One task, no weights: the plain formula.
+  std::vector<float> a(4), b(4);
+  CHECK(bce_with_logits_tasks(4, 1, z.data(), y.data(), nullptr, 1.0f, a.data())
+        == bce_with_logits(4, z.data(), y.data(), 1.0f, b.data()));
+  CHECK(a == b);
 }
 
 TEST_CASE("deepfm forward_backward: param grads and pooled_grad match finite differences") {

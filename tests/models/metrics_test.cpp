@@ -102,3 +102,24 @@ TEST_CASE("grouped AUC: groups with both classes, weighted by their samples") {
   std::vector<float> all_pos(6, 1.0f);
   CHECK(std::isnan(satrap::grouped_auc(scores, all_pos, one_class)));
 }
+
+TEST_CASE("metrics per task and their weighted mean") {
+  // Two tasks, sample-major: task 0 ranked perfectly, task 1 perfectly wrong.
+  std::vector<float> logits = {2, -2, -1, 1, 1, -1, -2, 2};
+  std::vector<float> labels = {1, 1, 0, 0, 1, 1, 0, 0};
+  auto per = compute_task_metrics(logits, labels, {}, 2);
+  REQUIRE(per.size() == 2);
+  CHECK(per[0].auc == doctest::Approx(1.0));
+  CHECK(per[1].auc == doctest::Approx(0.0));
+  CHECK(per[0].samples == 4);
+  std::vector<float> w = {3.0f, 1.0f};
+  auto m = combine_task_metrics(per, w);
+  CHECK(m.auc == doctest::Approx(0.75));
+  CHECK(m.logloss == doctest::Approx((3 * per[0].logloss + per[1].logloss) / 4));
+  CHECK(combine_task_metrics(per, {}).auc == doctest::Approx(0.5));
+  // One task: the plain metrics.
+  auto single = compute_task_metrics(logits, labels, {}, 1);
+  CHECK(single.size() == 1);
+  CHECK(combine_task_metrics(single, {}).auc == compute_eval_metrics(logits, labels).auc);
+  CHECK(task_column(logits, 2, 1) == std::vector<float>{-2, 1, -1, 2});
+}

@@ -111,3 +111,32 @@ TEST_CASE(
   CHECK(oracle > 0.75);
   CHECK(oracle < 0.9);
 }
+
+TEST_CASE("two-label teacher: a purchase needs a click, the first task is the one-label data") {
+  auto o = small_options();
+  synthetic_generator one(o);
+  o.tasks = 2;
+  synthetic_generator two(o);
+  CHECK(two.tasks() == 2);
+  const int n = 4096;
+  batch a = one.make_batch(data_split::train, 2, n), b = two.make_batch(data_split::train, 2, n);
+  CHECK(b.tasks == 2);
+  REQUIRE(b.labels.size() == 2 * static_cast<size_t>(n));
+  REQUIRE(b.probs.size() == 2 * static_cast<size_t>(n));
+  CHECK(a.ids == b.ids);
+  CHECK(a.dense == b.dense);
+  int clicks = 0, buys = 0;
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    CHECK(b.labels[2 * i] == a.labels[i]);  // the same click draws
+    CHECK(b.probs[2 * i] == a.probs[i]);
+    CHECK(b.labels[2 * i + 1] <= b.labels[2 * i]);        // no purchase without a click
+    CHECK(b.probs[2 * i + 1] <= b.probs[2 * i] + 1e-7f);  // P(click and buy) <= P(click)
+    clicks += b.labels[2 * i] > 0;
+    buys += b.labels[2 * i + 1] > 0;
+  }
+  CHECK(buys > 0);
+  CHECK(buys < clicks);
+  // The oracle of each task beats chance clearly.
+  auto p1 = task_column(b.probs, 2, 1), y1 = task_column(b.labels, 2, 1);
+  CHECK(auc_exact(p1, y1) > 0.75);
+}

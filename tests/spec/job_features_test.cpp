@@ -49,7 +49,7 @@ TEST_CASE("data.features: a job file's features become slots, tables and per-slo
   CHECK(f[2].max_length == 50);
   CHECK(f[4].weights);
   CHECK(spec.data.format.format == text_format::jsonl);
-  CHECK(spec.data.format.label == "click");
+  CHECK(spec.data.format.labels == std::vector<std::string>{"click"});
   CHECK(spec.model.network.slots == 5);
   CHECK(spec.model.network.dense_features == 1);
   // Unset pooling follows model.pooling (mean here).
@@ -113,14 +113,42 @@ TEST_CASE("data.features: every mistake is an error naming the feature (and the 
   has(error_of(job("[{name: t, kind: bag, max_length: 0}]")), "feature 't': max_length: expected");
   has(error_of(job("{name: t}")), "data.features: expected a list of features");
   has(error_of(job("[{name: t, table: [x]}]")), "feature 't': table: expected a single value");
-  has(error_of(job("[{name: u}]", "  labels: [click, buy]\n")),
-      "several labels (with training.task_weights) are not yet supported");
+  has(error_of(job("[{name: u}]", "  labels: [click, click]\n")), "'click' is twice");
+  has(error_of(job("[{name: u}]", "  labels: [click, buy]\n") + "training: {task_weights: [1]}\n"),
+      "training.task_weights: expected one weight per label of data.labels (2), got 1");
+  has(error_of(job("[{name: u}]", "  labels: [click, buy]\n") + "model: {type: deepfm}\n"),
+      "deepfm has one logit");
   has(error_of(job("[{name: click}]", "  labels: [click]\n")), "'click' is a feature's name");
   has(error_of(job("[{name: u}]", "  crosses: [[0, 0]]\n")), "data.crosses: not yet supported");
   has(error_of("data: {source: jsonl, train_files: [a.jsonl]}"),
       "data.features: expected the named features");
   has(error_of("data: {features: [{name: u}]}"), "data.features: expected data.source jsonl");
-  has(error_of("data: {labels: [click]}"), "data.labels: expected data.source jsonl");
+  has(error_of("data: {source: criteo, train_files: [a], labels: [click]}"),
+      "data.labels: expected data.source jsonl");
+  has(error_of("data: {labels: [click, buy, share]}"), "synthetic data has one label, or two");
+}
+
+TEST_CASE("data.labels: several labels are tasks of the network, weighted, over the wire too") {
+  auto spec = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_load_text(
+    "data: {source: jsonl, train_files: [a.jsonl], labels: [click, buy], features: [{name: u}]}\n"
+    "training: {task_weights: [1, 0.25]}\n",
+    "job.yaml", spec));
+  REQUIRE_FALSE(job_spec_finalize(spec));
+  CHECK(spec.model.network.tasks == 2);
+  CHECK(spec.model.network.task_weights == std::vector<float>{1.0f, 0.25f});
+  CHECK(spec.data.format.labels == std::vector<std::string>{"click", "buy"});
+  auto back = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_load_text(job_spec_to_yaml(spec), "wire", back));
+  REQUIRE_FALSE(job_spec_finalize(back));
+  CHECK(back.model.network.tasks == 2);
+  CHECK(back.model.network.task_weights == spec.model.network.task_weights);
+  // Synthetic data: two labels are the click-and-purchase teacher.
+  auto syn = job_spec_defaults();
+  REQUIRE_FALSE(job_spec_load_text("data: {labels: [click, purchase]}\n", "job.yaml", syn));
+  REQUIRE_FALSE(job_spec_finalize(syn));
+  CHECK(syn.data.synthetic.tasks == 2);
+  CHECK(syn.model.network.tasks == 2);
 }
 
 TEST_CASE("data.value_weights: libsvm / libfm / libffm only") {

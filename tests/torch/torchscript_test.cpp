@@ -85,7 +85,7 @@ TEST_CASE("torchscript: each module that breaks the contract gets an error namin
         != std::string::npos);
   auto two = inspect_error("bad_two_outputs.pt");
   CHECK(two.find("forward returned [3, 2]") != std::string::npos);
-  CHECK(two.find("2 tasks") != std::string::npos);
+  CHECK(two.find("2 task(s), and this job has 1 label(s)") != std::string::npos);
   CHECK(inspect_error("bad_shape.pt").find("forward returned [1, 3]") != std::string::npos);
   CHECK(inspect_error("bad_double.pt").find("parameter 'w.weight' is Double; expected float32")
         != std::string::npos);
@@ -165,6 +165,41 @@ TEST_CASE("torchscript: gradients match finite differences, for parameters and e
   std::vector<float> eval(batch);
   m->forward(batch, in.dense.data(), in.pooled.data(), eval.data());
   for (int i = 0; i < batch; ++i)
+    CHECK(eval[i] == doctest::Approx(logits[i]).epsilon(1e-6));
+}
+
+TEST_CASE("torchscript: a module with a logit per task trains on several labels, weighted") {
+  torchscript_contract two{13, 4, 16, 2, {1.0f, 0.5f}};
+  auto info = plugin().inspect(read("bad_two_outputs.pt"), "bad_two_outputs.pt", two);
+  REQUIRE_MESSAGE(info.ok(), (info.ok() ? "" : info.error()));
+  CHECK(info->tasks == 2);
+  torchscript_contract three = two;
+  three.tasks = 3;
+  three.task_weights.clear();
+  auto wrong = plugin().inspect(read("bad_two_outputs.pt"), "bad_two_outputs.pt", three);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().find("this job has 3 label(s) (data.labels); expected [3, 3]")
+        != std::string::npos);
+  auto cfg = config_of("bad_two_outputs.pt", two);
+  cfg.tasks = 2;
+  cfg.task_weights = two.task_weights;
+  auto m = make_dense_model(cfg, 1);
+  const int batch = 4;
+  auto in = make_inputs(batch, two, 5);
+  in.labels = {1, 0, 0, 0, 1, 1, 0, 1};
+  std::vector<float> logits(2 * batch), g(in.pooled.size());
+  double loss = m->forward_backward(batch, in.dense.data(), in.pooled.data(), in.labels.data(),
+                                    1.0f, logits.data(), g.data());
+  // The loss is the weighted sum of each task's BCE at the logits the model returned.
+  double want = 0.0;
+  for (int i = 0; i < 2 * batch; ++i) {
+    double z = logits[i], y = in.labels[i];
+    want += (i % 2 ? 0.5 : 1.0) * (std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::fabs(z))));
+  }
+  CHECK(loss == doctest::Approx(want).epsilon(1e-5));
+  std::vector<float> eval(2 * batch);
+  m->forward(batch, in.dense.data(), in.pooled.data(), eval.data());
+  for (int i = 0; i < 2 * batch; ++i)
     CHECK(eval[i] == doctest::Approx(logits[i]).epsilon(1e-6));
 }
 
