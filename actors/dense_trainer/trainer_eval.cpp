@@ -63,9 +63,17 @@ void eval_issue(self_ptr self, eval_run* e) {
   while (e->next < e->batches.size() && in_flight < static_cast<size_t>(st.config.eval_window)) {
     auto n = e->batches[e->next++];
     ++in_flight;
-    fetch_batch(self, &e->inputs, n, n, split_code(e->split), [self, e, n] {
-      eval_batch(self, *e, n);
-      ++e->done;
+    // Batches are evaluated in their order, whichever arrives first: the predictions follow the
+    // split's order (--test-scores, and the supervisor's reordering across trainers).
+    fetch_batch(self, &e->inputs, n, n, split_code(e->split), [self, e] {
+      while (e->done < e->next && !self->state.failed) {
+        auto m = e->batches[e->done];
+        auto it = e->inputs.find(m);
+        if (it == e->inputs.end() || !it->second.ready())
+          break;
+        eval_batch(self, *e, m);
+        ++e->done;
+      }
       eval_issue(self, e);
     });
   }
