@@ -26,6 +26,7 @@ packages=(build-essential cmake ccache pkg-config git
           libopenblas-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libcpp-httplib-dev libssl-dev
           libtorch-dev python3-torch  # model.type torchscript: the libtorch plugin; its tests script modules
+          protobuf-compiler python3-protobuf  # the TFRecord test writes tf.train.Example with protobuf
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench

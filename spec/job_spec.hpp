@@ -42,7 +42,8 @@ enum class data_source {
   libsvm,
   libfm,
   libffm,
-  jsonl
+  jsonl,
+  tfrecord  // tf.train.Example records (models/data/tfrecord_format.hpp)
 };  // libfm = libsvm's format
 
 // The key's text ("synthetic", "criteo", ...), for messages.

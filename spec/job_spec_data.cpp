@@ -16,6 +16,7 @@ const char* data_source_name(data_source s) {
     case data_source::libfm: return "libfm";
     case data_source::libffm: return "libffm";
     case data_source::jsonl: return "jsonl";
+    case data_source::tfrecord: return "tfrecord";
   }
   return "?";
 }
@@ -126,7 +127,8 @@ std::vector<job_field> data_fields() {
     SATRAP_ENUM_FIELD("data.source", "source", "where batches come from", data.source,
                       {"synthetic", data_source::synthetic}, {"criteo", data_source::criteo},
                       {"libsvm", data_source::libsvm}, {"libfm", data_source::libfm},
-                      {"libffm", data_source::libffm}, {"jsonl", data_source::jsonl}),
+                      {"libffm", data_source::libffm}, {"jsonl", data_source::jsonl},
+                      {"tfrecord", data_source::tfrecord}),
     job_field{
       "data.features", "",
       "jsonl: the named features of a sample, each {name, kind: id|bag|sequence|dense, "
@@ -238,14 +240,15 @@ caf::error data_finalize(job_spec& spec) {
   if (!weights.empty() && weights.size() != d.labels.size())
     return bad_spec("training.task_weights: expected one weight per label of data.labels ("
                     + std::to_string(d.labels.size()) + "), got " + std::to_string(weights.size()));
-  if (!d.format.features.empty() || d.source == data_source::jsonl) {
-    if (d.source != data_source::jsonl)
-      return bad_spec(std::string("data.features: expected data.source jsonl (the features of ")
+  const bool named = d.source == data_source::jsonl || d.source == data_source::tfrecord;
+  if (!d.format.features.empty() || named) {
+    if (!named)
+      return bad_spec(std::string("data.features: expected data.source jsonl or tfrecord (the features of ")
                       + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
     if (d.format.features.empty())
       return bad_spec(
-        "data.features: expected the named features of each JSON line for "
-        "data.source jsonl, e.g. [{name: user, kind: id}, {name: tags, kind: bag}]");
+        std::string("data.features: expected the named features of each sample for data.source ")
+        + data_source_name(d.source) + ", e.g. [{name: user, kind: id}, {name: tags, kind: bag}]");
     if (auto layout = feature_schema_layout(d.format.features, spec.model.pool); !layout)
       return bad_spec(layout.error());
     for (auto& f : d.format.features)
@@ -260,7 +263,7 @@ caf::error data_finalize(job_spec& spec) {
   } else if (d.source != data_source::synthetic && spec.keys_set.count("data.labels") > 0
              && (d.labels.size() != 1 || d.labels[0] != "label")) {
     return bad_spec(
-      "data.labels: expected data.source jsonl (the other formats' one label is "
+      "data.labels: expected data.source jsonl or tfrecord (the other formats' one label is "
       "their first field)");
   }
   if (d.format.value_weights && d.source != data_source::libsvm && d.source != data_source::libfm
@@ -272,6 +275,7 @@ caf::error data_finalize(job_spec& spec) {
     d.format.format = d.source == data_source::criteo   ? text_format::criteo
                       : d.source == data_source::libffm ? text_format::libffm
                       : d.source == data_source::jsonl  ? text_format::jsonl
+                      : d.source == data_source::tfrecord ? text_format::tfrecord
                                                         : text_format::libsvm;
     if (auto format = text_format_check(d.format); !format)
       return bad_spec("data: expected " + format.error() + " for data.source "

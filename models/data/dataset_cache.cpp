@@ -4,6 +4,7 @@
 #include "models/data/chunk_store.hpp"
 #include "models/data/jsonl_format.hpp"
 #include "models/data/line_reader.hpp"
+#include "models/data/tfrecord_format.hpp"
 #include "models/embedding/id_map.hpp"
 
 #include <glob.h>
@@ -34,7 +35,7 @@ struct file_result {
 bool dataset_weighted(const text_format_options& f) {
   if (f.format == text_format::libsvm || f.format == text_format::libffm)
     return f.value_weights;
-  if (f.format != text_format::jsonl)
+  if (!text_format_named(f.format))
     return false;
   auto layout = feature_schema_layout(f.features, pooling::sum);
   return layout && layout->weighted;
@@ -55,7 +56,7 @@ std::string options_key(const dataset_convert_options& o) {
     key.append(std::to_string(s)).append(",");
   if (o.format.value_weights)  // (only when set: older keys stay as they were)
     add("value_weights", "true");
-  if (o.format.format == text_format::jsonl) {  // (only then: older keys stay as they were)
+  if (text_format_named(o.format.format)) {  // (only then: older keys stay as they were)
     add("features", feature_schema_text(o.format.features));
     if (o.format.labels.size() == 1) {
       add("label", o.format.labels[0]);
@@ -94,9 +95,64 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+// Writes the chunk builder's samples as chunk <dir>/f<index>-c<n>.chunk.
+void flush_chunk(chunk_builder& chunk, size_t index, const std::string& dir, file_result& r) {
+  std::string name = "f";
+  name.append(std::to_string(index)).append("-c").append(std::to_string(r.chunks.size()));
+  name.append(".chunk");
+  r.chunks.push_back({name, chunk.samples()});
+  auto written = chunk.write(dir + "/" + name);
+  if (!written && !r.error)
+    r.error = written.failure();
+}
+
+// A TFRecord file of tf.train.Example into chunk files (as convert_file does for text). A record
+// that fails its CRC, or a file cut inside a record, is an error whatever data.on_error says:
+// the framing is lost, so nothing after it can be read.
+file_result convert_records(const dataset_convert_options& o, size_t index,
+                            const std::string& dir, const std::atomic<bool>& stop) {
+  file_result r;
+  const auto& path = o.files[index];
+  tfrecord_reader in(path);
+  if (!in.is_open()) {
+    r.error = make_input_error(path + ": cannot open: " + in.error());
+    return r;
+  }
+  chunk_builder chunk(text_format_slots(o.format), text_format_dense_features(o.format),
+                      dataset_weighted(o.format), text_format_tasks(o.format));
+  tfrecord_example_parser parser(o.format);
+  text_sample sample;
+  std::string_view record;
+  while (!r.error && !stop.load(std::memory_order_relaxed) && in.next(record)) {
+    ++r.stats.lines;
+    if (auto err = parser.parse(record, sample)) {
+      if (o.on_error == on_error_policy::fail)
+        r.error = make_input_error(path + ": record " + std::to_string(in.record_number())
+                                   + ", byte " + std::to_string(err->column) + ": " + err->reason
+                                   + ": expected " + err->expected);
+      else
+        ++r.stats.skipped[err->reason];
+      continue;
+    }
+    chunk.add(sample);
+    ++r.stats.samples;
+    if (chunk.samples() == o.chunk_samples)
+      flush_chunk(chunk, index, dir, r);
+  }
+  if (!r.error && !in.error().empty())
+    r.error = make_input_error(path + ": after record " + std::to_string(in.record_number())
+                               + ": " + in.error());
+  if (!r.error && chunk.samples() > 0)
+    flush_chunk(chunk, index, dir, r);
+  r.stats.text_bytes = in.bytes();
+  return r;
+}
+
 // Converts one file into chunk files <dir>/f<index>-c<n>.chunk.
 file_result convert_file(const dataset_convert_options& o, size_t index, const std::string& dir,
                          const std::atomic<bool>& stop) {
+  if (o.format.format == text_format::tfrecord)
+    return convert_records(o, index, dir, stop);
   file_result r;
   const auto& path = o.files[index];
   line_reader in(path);
@@ -110,15 +166,7 @@ file_result convert_file(const dataset_convert_options& o, size_t index, const s
   std::optional<jsonl_parser> json;
   if (jsonl)
     json.emplace(o.format);
-  auto flush = [&] {
-    std::string name = "f";
-    name.append(std::to_string(index)).append("-c").append(std::to_string(r.chunks.size()));
-    name.append(".chunk");
-    r.chunks.push_back({name, chunk.samples()});
-    auto written = chunk.write(dir + "/" + name);
-    if (!written && !r.error)
-      r.error = written.failure();
-  };
+  auto flush = [&] { flush_chunk(chunk, index, dir, r); };
   text_sample sample;
   std::string_view line;
   while (!r.error && !stop.load(std::memory_order_relaxed) && in.next(line)) {

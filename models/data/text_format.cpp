@@ -217,7 +217,8 @@ int text_format_slots(const text_format_options& o) {
     case text_format::libsvm:
       return o.field_starts.empty() ? o.slots : static_cast<int>(o.field_starts.size());
     case text_format::libffm: return o.slots;
-    case text_format::jsonl: {
+    case text_format::jsonl:
+    case text_format::tfrecord: {
       auto layout = feature_schema_layout(o.features, pooling::sum);
       return layout ? layout->slots : 0;
     }
@@ -226,11 +227,11 @@ int text_format_slots(const text_format_options& o) {
 }
 
 int text_format_tasks(const text_format_options& o) {
-  return o.format == text_format::jsonl ? std::max<int>(1, static_cast<int>(o.labels.size())) : 1;
+  return text_format_named(o.format) ? std::max<int>(1, static_cast<int>(o.labels.size())) : 1;
 }
 
 int text_format_dense_features(const text_format_options& o) {
-  if (o.format == text_format::jsonl) {
+  if (text_format_named(o.format)) {
     auto layout = feature_schema_layout(o.features, pooling::sum);
     return layout && layout->dense > 0 ? layout->dense : 1;
   }
@@ -240,10 +241,10 @@ int text_format_dense_features(const text_format_options& o) {
 result<ok_t> text_format_check(const text_format_options& o) {
   if (o.format == text_format::criteo)
     return ok_t{};
-  if (o.format == text_format::jsonl) {
+  if (text_format_named(o.format)) {
     if (o.features.empty())
       return make_input_error(
-        "data.features (the named features of each JSON line) for jsonl data");
+        "data.features (the named features of each sample) for jsonl and tfrecord data");
     if (auto layout = feature_schema_layout(o.features, pooling::sum); !layout)
       return layout.failure();
     if (o.labels.empty() || o.labels.size() > text_labels_max)
@@ -297,6 +298,8 @@ std::optional<parse_error> parse_text_line(sv line, const text_format_options& o
       jsonl_parser parser(options);  // (a reader keeps one parser for all its lines)
       return parser.parse(line, out);
     }
+    case text_format::tfrecord:
+      return parse_error{1, "not_text", "TFRecord data is binary (tfrecord_format.hpp)"};
   }
   return std::nullopt;
 }

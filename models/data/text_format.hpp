@@ -29,7 +29,12 @@
 
 namespace satrap {
 
-enum class text_format { criteo, libsvm, libffm, jsonl };
+enum class text_format { criteo, libsvm, libffm, jsonl, tfrecord };
+
+// JSON lines and TFRecord: samples of named features (data.features) and labels (data.labels).
+inline bool text_format_named(text_format f) {
+  return f == text_format::jsonl || f == text_format::tfrecord;
+}
 
 struct text_format_options {
   text_format format = text_format::libsvm;  // how a line is laid out
