@@ -9,9 +9,12 @@
 // ratios. Samples/s are per second of the calling thread's CPU time (the conversion of one file
 // with one worker, and the epoch's reads, run on it), so a loaded machine does not skew them; the
 // wall-clock figures are printed per round beside them. A third file, JSON lines with a 10-id bag and a 20-id sequence per sample beside the
-// same features (multi-hot, 69 ids a sample), is timed the same way for scale.
+// same features (multi-hot, 69 ids a sample), is timed the same way for scale; and a fourth, the
+// same samples as TFRecord of tf.train.Example (data.source tfrecord: the counts as float_list,
+// the categories as bytes_list, the label as int64_list), timed like the others.
 #include "models/data/dataset_cache.hpp"
 #include "models/data/file_source.hpp"
+#include "models/data/tfrecord_format.hpp"
 
 #include <unistd.h>
 
@@ -50,26 +53,59 @@ struct rng {
   }
 };
 
-// The three files, from one stream of random values.
+// Protobuf's wire format, for the TFRecord file.
+std::string varint(uint64_t v) {
+  std::string o;
+  do {
+    uint8_t c = v & 0x7f;
+    v >>= 7;
+    o.push_back(static_cast<char>(c | (v ? 0x80 : 0)));
+  } while (v);
+  return o;
+}
+std::string ld(int field, const std::string& body) {
+  return varint(static_cast<uint64_t>(field) << 3 | 2) + varint(body.size()) + body;
+}
+std::string entry(const std::string& key, const std::string& feature) {
+  return ld(1, ld(1, key) + ld(2, feature));
+}
+void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
+std::string framed(const std::string& payload) {
+  uint64_t n = payload.size();
+  std::string head(reinterpret_cast<const char*>(&n), 8), out = head;
+  put_u32(out, tfrecord_masked_crc(head));
+  out += payload;
+  put_u32(out, tfrecord_masked_crc(payload));
+  return out;
+}
+
+// The four files, from one stream of random values.
 void write_files(int64_t samples, const std::string& tsv, const std::string& json,
-                 const std::string& multi) {
-  std::ofstream t(tsv), j(json), m(multi);
+                 const std::string& multi, const std::string& records) {
+  std::ofstream t(tsv), j(json), m(multi), tf(records, std::ios::binary);
   rng r;
   char hex[17];
   for (int64_t i = 0; i < samples; ++i) {
     int label = static_cast<int>(r.next() % 4 == 0);
     std::string tl = std::to_string(label), jl = "{\"label\": " + std::to_string(label);
+    std::string ex = entry("label", ld(3, ld(1, varint(static_cast<uint64_t>(label)))));
     for (int d = 1; d <= 13; ++d) {
-      auto v = std::to_string(r.next() % 1000);
+      auto n = r.next() % 1000;
+      auto v = std::to_string(n);
       tl.append("\t").append(v);
       jl.append(", \"I").append(std::to_string(d)).append("\": ").append(v);
+      float f = static_cast<float>(n);
+      ex += entry("I" + std::to_string(d),
+                  ld(2, ld(1, std::string(reinterpret_cast<const char*>(&f), 4))));
     }
     for (int c = 1; c <= 26; ++c) {
       std::snprintf(hex, sizeof hex, "%08llx",
                     static_cast<unsigned long long>(r.next() % (1000 * c) * 2654435761ULL));
       tl.append("\t").append(hex);
       jl.append(", \"C").append(std::to_string(c)).append("\": \"").append(hex).append("\"");
+      ex += entry("C" + std::to_string(c), ld(1, ld(1, hex)));
     }
+    tf << framed(ld(1, ex));
     t << tl << '\n';
     j << jl << "}\n";
     std::string ml = jl + ", \"tags\": [";
@@ -82,9 +118,9 @@ void write_files(int64_t samples, const std::string& tsv, const std::string& jso
   }
 }
 
-text_format_options jsonl_schema(bool multi) {
+text_format_options jsonl_schema(bool multi, text_format format = text_format::jsonl) {
   text_format_options o;
-  o.format = text_format::jsonl;
+  o.format = format;
   for (int d = 1; d <= 13; ++d) {
     feature_spec f;
     f.name = "I" + std::to_string(d);
@@ -174,15 +210,16 @@ int main(int argc, char** argv) {
   auto dir = fs::temp_directory_path() / ("satrap-jsonl-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto tsv = (dir / "data.tsv").string(), json = (dir / "data.jsonl").string(),
-       multi = (dir / "multi.jsonl").string();
-  write_files(samples, tsv, json, multi);
+       multi = (dir / "multi.jsonl").string(), records = (dir / "data.tfrecord").string();
+  write_files(samples, tsv, json, multi, records);
   text_format_options criteo;
   criteo.format = text_format::criteo;
-  std::printf("bytes criteo=%lld jsonl=%lld jsonl_multi_hot=%lld\n",
+  std::printf("bytes criteo=%lld jsonl=%lld jsonl_multi_hot=%lld tfrecord=%lld\n",
               static_cast<long long>(fs::file_size(tsv)),
               static_cast<long long>(fs::file_size(json)),
-              static_cast<long long>(fs::file_size(multi)));
-  std::vector<double> cf, ce, jf, je, mf, me;
+              static_cast<long long>(fs::file_size(multi)),
+              static_cast<long long>(fs::file_size(records)));
+  std::vector<double> cf, ce, jf, je, mf, me, tff, tfe;
   for (int round = 0; round < rounds; ++round) {
     timing c, j, m;
     if (round % 2 == 0) {
@@ -193,6 +230,12 @@ int main(int argc, char** argv) {
       c = measure(criteo, tsv, (dir / "cache").string(), samples);
     }
     m = measure(jsonl_schema(true), multi, (dir / "cache").string(), samples);
+    auto t = measure(jsonl_schema(false, text_format::tfrecord), records,
+                     (dir / "cache").string(), samples);
+    std::printf("round=%d tfrecord_first_pass=%.0f tfrecord_cached_epoch=%.0f (samples per CPU "
+                "s); wall: %.0f %.0f\n",
+                round, t.first_pass, t.cached_epoch, t.first_pass_wall, t.cached_epoch_wall);
+    tff.push_back(t.first_pass), tfe.push_back(t.cached_epoch);
     std::printf(
       "round=%d criteo_first_pass=%.0f jsonl_first_pass=%.0f jsonl_multi_first_pass=%.0f "
       "criteo_cached_epoch=%.0f jsonl_cached_epoch=%.0f jsonl_multi_cached_epoch=%.0f "
@@ -208,8 +251,11 @@ int main(int argc, char** argv) {
   std::printf(
     "samples=%lld rounds=%d criteo_first_pass=%.0f jsonl_first_pass=%.0f "
     "first_pass_ratio=%.2f criteo_cached_epoch=%.0f jsonl_cached_epoch=%.0f "
-    "cached_epoch_ratio=%.2f jsonl_multi_first_pass=%.0f jsonl_multi_cached_epoch=%.0f\n",
+    "cached_epoch_ratio=%.2f jsonl_multi_first_pass=%.0f jsonl_multi_cached_epoch=%.0f "
+    "tfrecord_first_pass=%.0f tfrecord_first_pass_ratio=%.2f tfrecord_cached_epoch=%.0f "
+    "tfrecord_cached_epoch_ratio=%.2f\n",
     static_cast<long long>(samples), rounds, median(cf), median(jf), median(jf) / median(cf),
-    median(ce), median(je), median(je) / median(ce), median(mf), median(me));
+    median(ce), median(je), median(je) / median(ce), median(mf), median(me), median(tff),
+    median(tff) / median(cf), median(tfe), median(tfe) / median(ce));
   return 0;
 }
