@@ -306,6 +306,7 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
   s.set_read_timeout(secs(limits.read_timeout), usecs(limits.read_timeout));
   s.set_write_timeout(secs(limits.write_timeout), usecs(limits.write_timeout));
   s.set_keep_alive_timeout(std::max<time_t>(1, secs(limits.keep_alive)));
+  s.set_keep_alive_max_count(std::max<size_t>(1, limits.keep_alive_max_requests));
   s.set_payload_max_length(limits.max_body_bytes);
   // Small responses on kept-alive connections: without this, Nagle's algorithm meets the peer's
   // delayed ACK and a request-response round trip waits ~40 ms.

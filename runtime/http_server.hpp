@@ -65,6 +65,9 @@ struct http_limits {
   // stop() closes idle connections at once and waits this long for responses being computed or
   // written (a POST that cancels the job the process serves gets its answer before the exit).
   std::chrono::milliseconds drain{5000};
+  // Requests one kept-alive connection may carry before the server closes it (cpp-httplib's
+  // default is 5; a model server's clients keep a connection for many).
+  size_t keep_alive_max_requests = 5;
 };
 
 // Connections closed so far by every http_server of this process: at accept for the

@@ -44,6 +44,7 @@ struct model_server_options {
   size_t max_instances = 4096;                     // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
+  size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
   env* environment = &default_env();             // the clock of load times and latencies
 };
 

@@ -69,24 +69,9 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
     r->done.set_value();
 }
 
-http_response model_server::impl::predict(const http_request& req, const std::string& name) {
-  auto v = now();  // the version that answers this request, pinned until it ends
-  if (!v)
-    return count(503, "not_ready"), json_error(503, "no model loaded yet");
-  const auto& meta = v->model->meta();
-  if (name != meta.name)
-    return count(404, "unknown_model"),
-           json_error(404, "no model named '" + name + "' (this server serves '" + meta.name
-                             + "': POST /v1/models/" + meta.name + ":predict)");
-  predict_request_limits limits;
-  limits.slots = v->model->input_slots();  // the server adds the feature crosses
-  limits.dense_features = v->model->dense_features();
-  limits.max_instances = options.max_instances;
-  auto parsed = parse_predict_request(req.body, limits);
-  if (!parsed.error.empty())
-    return count(400, "bad_request"), json_error(400, parsed.error);
-  auto& in = parsed.input;
-  add_crosses(v->model->meta().crosses, in.size, limits.slots, in.offsets, in.ids);
+std::optional<http_response> model_server::impl::score_request(
+  const std::shared_ptr<served_version>& v, score_input in, std::vector<float>& logits) {
+  add_crosses(v->model->meta().crosses, in.size, v->model->input_slots(), in.offsets, in.ids);
   for (auto id : in.ids)
     if (!v->model->holds(id))
       return count(400, "partition_not_held"),
@@ -105,7 +90,30 @@ http_response model_server::impl::predict(const http_request& req, const std::st
   }
   cv.notify_all();
   done.wait();
-  auto body = predict_response_json(meta.name, meta.version, p->logits.data(), p->logits.size());
+  logits = std::move(p->logits);
+  return std::nullopt;
+}
+
+http_response model_server::impl::predict(const http_request& req, const std::string& name) {
+  auto v = now();  // the version that answers this request, pinned until it ends
+  if (!v)
+    return count(503, "not_ready"), json_error(503, "no model loaded yet");
+  const auto& meta = v->model->meta();
+  if (name != meta.name)
+    return count(404, "unknown_model"),
+           json_error(404, "no model named '" + name + "' (this server serves '" + meta.name
+                             + "': POST /v1/models/" + meta.name + ":predict)");
+  predict_request_limits limits;
+  limits.slots = v->model->input_slots();  // the server adds the feature crosses
+  limits.dense_features = v->model->dense_features();
+  limits.max_instances = options.max_instances;
+  auto parsed = parse_predict_request(req.body, limits);
+  if (!parsed.error.empty())
+    return count(400, "bad_request"), json_error(400, parsed.error);
+  std::vector<float> logits;
+  if (auto refused = score_request(v, std::move(parsed.input), logits))
+    return *refused;
+  auto body = predict_response_json(meta.name, meta.version, logits.data(), logits.size());
   count(200, nullptr);
   return {200, "application/json", std::move(body)};
 }
