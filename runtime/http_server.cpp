@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,13 +22,8 @@
 namespace satrap {
 
 std::string http_request::header(const std::string& name) const {
-  auto lower = [](std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-  };
-  auto want = lower(name);
   for (auto& [k, v] : headers)
-    if (lower(k) == want)
+    if (k.size() == name.size() && ::strncasecmp(k.c_str(), name.c_str(), k.size()) == 0)
       return v;
   return "";
 }
@@ -343,7 +339,9 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
       r.params.emplace(k, v);
     for (auto& [k, v] : req.headers)
       r.headers.emplace(k, v);
-    r.body = req.body;
+    // The body is moved, not copied: cpp-httplib's request is its own non-const local, which it
+    // does not read after the handler (the logger below takes only the address and port).
+    r.body = std::move(const_cast<httplib::Request&>(req).body);
     r.remote_addr = req.remote_addr;
     auto out = h(r);
     res.status = out.status;

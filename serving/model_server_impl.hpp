@@ -160,8 +160,10 @@ struct model_server::impl {
   std::string newest_in_watch() const;
   void watch_loop();
   void worker_loop();
+  // Scores `batch` (n instances) as one; `all` and `logits` are the worker's buffers.
   void score(const std::shared_ptr<served_version>& v,
-             std::vector<std::shared_ptr<pending_request>>& batch, int n);
+             std::vector<std::shared_ptr<pending_request>>& batch, int n, score_input& all,
+             std::vector<float>& logits);
   // Adds the crosses, checks the ids are held, queues `in` with the requests of its version and
   // waits for its logits: nullopt with `logits` set, or the error to answer.
   std::optional<http_response> score_request(const std::shared_ptr<served_version>& v,

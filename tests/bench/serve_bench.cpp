@@ -2,6 +2,7 @@
 // against an in-process scoring loop over the same instances in the same run.
 //
 // usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310] [rounds=1]
+//                    [only=PHASE] (one load phase alone, for a profiler: bin1, bin64, json64, ...)
 //   MODEL: a model folder; INSTANCES: one request instance per line (satrap predict --instances).
 // The client: K threads, each with one kept-alive TCP connection (TCP_NODELAY) sending prebuilt
 // HTTP/1.1 requests (the whole request in one write) and reading each response (its headers,
@@ -16,7 +17,9 @@
 //   v2json64  KServe v2 with JSON tensors, 64 instances
 //   json1, json64, jsonhalf   the /v1 JSON route (TF-Serving-like), as above
 //   inprocess model_scorer on batches of 64 of the same instances, one thread per scoring worker
-// Rounds: with rounds > 1 the phases and the in-process run repeat; the figures are medians.
+// Each 64-instance phase runs between two in-process runs, and its ratio is against their mean
+// (the load of a shared machine moves over seconds). Rounds: with rounds > 1 everything repeats;
+// the last line's figures are medians over the rounds.
 // Prints one line per phase, then the last line:
 //   inprocess_ratio=... (bin64's instances/s over in-process) json_inprocess_ratio=... (json64's)
 //   v2json_inprocess_ratio=... bin64_qps, bin64_p99_ms, bin1_max_qps, half_load_qps,
@@ -275,6 +278,7 @@ int main(int argc, char** argv) {
   int k = argc > 4 ? std::atoi(argv[4]) : 8;
   auto port = static_cast<uint16_t>(argc > 5 ? std::atoi(argv[5]) : 5310);
   int rounds = std::max(1, argc > 6 ? std::atoi(argv[6]) : 1);
+  std::string only = argc > 7 ? argv[7] : "";
   openblas_set_num_threads(1);
   spdlog::set_level(spdlog::level::warn);
   auto model = exported_model::open(model_dir);
@@ -368,43 +372,68 @@ int main(int argc, char** argv) {
   };
 
   std::map<std::string, std::vector<double>> fig;
+  if (!only.empty()) {
+    std::map<std::string, std::pair<const std::vector<std::string>*, int>> phases = {
+      {"bin1", {&bin1, 1}},
+      {"bin64", {&bin64, 64}},
+      {"v2json64", {&v2json64, 64}},
+      {"json1", {&json1, 1}},
+      {"json64", {&json64, 64}}};
+    auto it = phases.find(only);
+    if (it == phases.end()) {
+      std::fprintf(stderr, "serve_bench: unknown phase %s\n", only.c_str());
+      return 2;
+    }
+    print_phase(only.c_str(), k, load(port, *it->second.first, it->second.second, k, seconds));
+    server.stop();
+    return 0;
+  }
   load(port, bin1, 1, k, 0.5);  // warm up
   load(port, json1, 1, k, 0.3);
+  // Each 64-instance phase sits between two in-process runs; its ratio is against their mean, so
+  // that a shared machine's load, which moves over seconds, weighs on both sides alike.
   for (int round = 0; round < rounds; ++round) {
-    auto b1 = load(port, bin1, 1, k, seconds);
-    print_phase("bin1", k, b1);
+    double in0 = inprocess();
     auto b64 = load(port, bin64, 64, k, seconds);
     print_phase("bin64", k, b64);
+    double in1 = inprocess();
+    auto v2j = load(port, v2json64, 64, k, seconds);
+    print_phase("v2json64", k, v2j);
+    double in2 = inprocess();
+    auto j64 = load(port, json64, 64, k, seconds);
+    print_phase("json64", k, j64);
+    double in3 = inprocess();
+    std::printf("phase=inprocess threads=%d instances_per_s=%.0f %.0f %.0f %.0f\n", workers, in0,
+                in1, in2, in3);
+    auto b1 = load(port, bin1, 1, k, seconds);
+    print_phase("bin1", k, b1);
     double half_rate = b1.qps / 2;
     auto bh = load(port, bin1, 1, k, seconds, half_rate > 0 ? k / half_rate : 0.01);
     print_phase("binhalf", k, bh, half_rate);
-    auto v2j = load(port, v2json64, 64, k, seconds);
-    print_phase("v2json64", k, v2j);
     auto j1 = load(port, json1, 1, k, seconds);
     print_phase("json1", k, j1);
-    auto j64 = load(port, json64, 64, k, seconds);
-    print_phase("json64", k, j64);
     double jhalf_rate = j1.qps / 2;
     auto jh = load(port, json1, 1, k, seconds, jhalf_rate > 0 ? k / jhalf_rate : 0.01);
     print_phase("jsonhalf", k, jh, jhalf_rate);
-    double inproc = inprocess();
-    std::printf("phase=inprocess threads=%d instances_per_s=%.0f\n", workers, inproc);
+    double r_bin = b64.instances_per_s / ((in0 + in1) / 2);
+    double r_v2j = v2j.instances_per_s / ((in1 + in2) / 2);
+    double r_json = j64.instances_per_s / ((in2 + in3) / 2);
     std::printf(
       "round=%d inprocess_ratio=%.3f json_inprocess_ratio=%.3f "
       "v2json_inprocess_ratio=%.3f half_load_p99_ms=%.3f\n",
-      round, b64.instances_per_s / inproc, j64.instances_per_s / inproc,
-      v2j.instances_per_s / inproc, bh.p99_ms);
+      round, r_bin, r_json, r_v2j, bh.p99_ms);
     std::fflush(stdout);
-    fig["inprocess_ratio"].push_back(b64.instances_per_s / inproc);
-    fig["json_inprocess_ratio"].push_back(j64.instances_per_s / inproc);
-    fig["v2json_inprocess_ratio"].push_back(v2j.instances_per_s / inproc);
+    fig["inprocess_ratio"].push_back(r_bin);
+    fig["json_inprocess_ratio"].push_back(r_json);
+    fig["v2json_inprocess_ratio"].push_back(r_v2j);
     fig["bin64_qps"].push_back(b64.qps);
     fig["bin64_p99_ms"].push_back(b64.p99_ms);
+    fig["json64_qps"].push_back(j64.qps);
     fig["bin1_max_qps"].push_back(b1.qps);
     fig["half_load_qps"].push_back(bh.qps);
     fig["half_load_p99_ms"].push_back(bh.p99_ms);
     fig["json_half_load_p99_ms"].push_back(jh.p99_ms);
-    fig["inprocess_instances_per_s"].push_back(inproc);
+    fig["inprocess_instances_per_s"].push_back((in0 + in1 + in2 + in3) / 4);
     fig["errors"].push_back(static_cast<double>(b1.errors + b64.errors + bh.errors + v2j.errors
                                                 + j1.errors + j64.errors + jh.errors));
   }
@@ -414,7 +443,7 @@ int main(int argc, char** argv) {
   std::printf("rounds=%d", rounds);
   for (const char* key :
        {"inprocess_ratio", "json_inprocess_ratio", "v2json_inprocess_ratio", "bin64_qps",
-        "bin64_p99_ms", "bin1_max_qps", "half_load_qps", "half_load_p99_ms",
+        "bin64_p99_ms", "json64_qps", "bin1_max_qps", "half_load_qps", "half_load_p99_ms",
         "json_half_load_p99_ms", "inprocess_instances_per_s", "errors"})
     std::printf(" %s=%.3f", key, median(fig[key]));
   std::printf("\n");
