@@ -45,7 +45,8 @@ struct model_server_options {
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
   size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
-  env* environment = &default_env();             // the clock of load times and latencies
+  bool lean_http = true;  // runtime/http_server's lean connection loop (http_limits::lean)
+  env* environment = &default_env();  // the clock of load times and latencies
 };
 
 class model_server {
