@@ -435,6 +435,8 @@ class lean_connection {
         return -1;
     req.body.assign(buf_.data() + body_at, length);
     buf_.erase(0, body_at + length);  // a pipelined next request stays
+    if (buf_.capacity() > (size_t{1} << 18))
+      buf_.shrink_to_fit();  // an idle connection keeps no large body's buffer
     req.remote_addr = addr_;
     return 0;
   }
