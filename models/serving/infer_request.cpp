@@ -793,6 +793,10 @@ std::string infer_response(const infer_model_io& io, const std::string& id, cons
     for (size_t i = 0; i < n; ++i) {
       if (i)
         out += ',';
+      if (!std::isfinite(v[i])) {  // JSON has no NaN or infinity
+        out += "null";
+        continue;
+      }
       auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v[i]);
       out.append(buf, end);
     }
