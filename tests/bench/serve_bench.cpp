@@ -24,6 +24,7 @@
 //   inprocess_ratio=... (bin64's instances/s over in-process) json_inprocess_ratio=... (json64's)
 //   v2json_inprocess_ratio=... bin64_qps, bin64_p99_ms, bin1_max_qps, half_load_qps,
 //   half_load_p99_ms (binhalf), json_half_load_p99_ms, inprocess_instances_per_s
+// Exits 1 when a request failed (a status other than 200 or a broken connection).
 // Threading: the server's threads, one client thread per connection, the in-process threads.
 #include "models/serving/exported_model.hpp"
 #include "models/serving/predict_request.hpp"
@@ -447,5 +448,8 @@ int main(int argc, char** argv) {
         "json_half_load_p99_ms", "inprocess_instances_per_s", "errors"})
     std::printf(" %s=%.3f", key, median(fig[key]));
   std::printf("\n");
-  return 0;
+  double errors = 0;
+  for (double e : fig["errors"])
+    errors += e;
+  return errors > 0 ? 1 : 0;  // a request that failed is a bug, not a figure
 }
