@@ -9,6 +9,8 @@
 //                                    scored batch sizes, errors by reason, reloads, versions mapped
 //   POST /admin/reload               (Authorization: Bearer <admin token>) loads the model folder
 //                                    given as ?dir=..., or the newest one in the watched folder
+//   /v2/...                          KServe v2 / Open Inference Protocol: health, metadata, infer
+//                                    with JSON or binary tensors (model_server_v2.cpp)
 // Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
 // pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
 // same version until max_batch instances or max_queue_delay after the first one arrived, score
