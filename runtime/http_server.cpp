@@ -7,12 +7,19 @@
 
 #include <dlfcn.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/time.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
+#include <cstring>
+#include <string_view>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -21,13 +28,8 @@
 namespace satrap {
 
 std::string http_request::header(const std::string& name) const {
-  auto lower = [](std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-  };
-  auto want = lower(name);
   for (auto& [k, v] : headers)
-    if (lower(k) == want)
+    if (k.size() == name.size() && ::strncasecmp(k.c_str(), name.c_str(), k.size()) == 0)
       return v;
   return "";
 }
@@ -240,12 +242,264 @@ class connection_guard {
   std::thread watchdog_;
 };
 
+// The lean connection loop (http_limits::lean): HTTP/1.1 with Content-Length bodies, read with
+// large recv calls under SO_RCVTIMEO (no poll before each read), the response sent in one write.
+// It keeps the guard's contract: handling() and responding() as cpp-httplib's path calls them,
+// and a socket the watchdog or stop() shuts down ends the loop.
+class lean_connection {
+ public:
+  lean_connection(int sock, std::string addr, int port, connection_guard& guard,
+                  const http_limits& limits, const http_server::handler& h)
+      : sock_(sock), addr_(std::move(addr)), port_(port), guard_(guard), limits_(limits), h_(h) {
+    auto tv = [](std::chrono::milliseconds d) {
+      timeval t{};
+      t.tv_sec = static_cast<time_t>(d.count() / 1000);
+      t.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+      return t;
+    };
+    auto rt = tv(std::max(limits.read_timeout, limits.keep_alive));
+    auto wt = tv(limits.write_timeout);
+    ::setsockopt(sock_, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof rt);
+    ::setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof wt);
+    int one = 1;
+    ::setsockopt(sock_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+
+  void run() {
+    for (size_t served = 0;; ++served) {
+      http_request req;
+      bool close = false;
+      int status = read_request(req, close);
+      if (status < 0)
+        return;          // the peer went away, timed out, or was shut down
+      if (status > 0) {  // refused before the handler
+        std::string why = status == 413 ? "request body larger than "
+                                            + std::to_string(limits_.max_body_bytes) + " bytes"
+                          : status == 431 ? "request headers larger than 8192 bytes"
+                          : status == 411 ? "a request body needs Content-Length (chunked "
+                                            "bodies are not taken)"
+                                          : "malformed HTTP request";
+        write_response(http_response(status, "text/plain; charset=utf-8", why + "\n"), true, false);
+        return;
+      }
+      guard_.handling(addr_, port_, true);
+      guard_.responding(addr_, port_, true);
+      http_response res;
+      try {
+        res = h_(req);
+      } catch (const std::exception& e) {
+        res = http_response(500, "text/plain; charset=utf-8", std::string(e.what()) + "\n");
+      }
+      guard_.handling(addr_, port_, false);
+      close = close || served + 1 >= limits_.keep_alive_max_requests;
+      bool ok = write_response(res, close, req.method == "HEAD");
+      guard_.responding(addr_, port_, false);
+      if (!ok || close)
+        return;
+    }
+  }
+
+ private:
+  static constexpr size_t max_head = 8192;
+
+  // Appends what the socket has (at least a byte): false when it ended or timed out.
+  bool fill() {
+    if (buf_.capacity() - buf_.size() < 16384)
+      buf_.reserve(std::max<size_t>(buf_.size() * 2, 65536));
+    size_t at = buf_.size();
+    buf_.resize(buf_.capacity());
+    auto n = ::recv(sock_, buf_.data() + at, buf_.size() - at, 0);
+    buf_.resize(at + static_cast<size_t>(std::max<ssize_t>(0, n)));
+    return n > 0;
+  }
+
+  static std::string decode(std::string_view s, bool plus_is_space) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      auto hex = [](char c) {
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
+      };
+      if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+        out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+        i += 2;
+      } else {
+        out += plus_is_space && s[i] == '+' ? ' ' : s[i];
+      }
+    }
+    return out;
+  }
+
+  // 0: a request in `req`; > 0: a status to refuse with (then close); < 0: the connection ended.
+  int read_request(http_request& req, bool& close) {
+    size_t head_end;
+    while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos) {
+      if (buf_.size() > max_head)
+        return 431;
+      if (!fill())
+        return -1;
+    }
+    if (head_end > max_head)
+      return 431;
+    std::string_view head(buf_.data(), head_end);
+    auto line_end = head.find("\r\n");
+    auto line = head.substr(0, line_end);
+    auto sp1 = line.find(' '), sp2 = line.rfind(' ');
+    if (sp1 == std::string_view::npos || sp2 <= sp1)
+      return 400;
+    req.method = std::string(line.substr(0, sp1));
+    auto target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    auto version = line.substr(sp2 + 1);
+    if (req.method.empty() || target.empty() || target[0] != '/'
+        || (version != "HTTP/1.1" && version != "HTTP/1.0"))
+      return 400;
+    bool http10 = version == "HTTP/1.0";
+    auto q = target.find('?');
+    req.path = decode(target.substr(0, q), false);
+    if (q != std::string_view::npos) {
+      auto query = target.substr(q + 1);
+      while (!query.empty()) {
+        auto amp = query.find('&');
+        auto pair = query.substr(0, amp);
+        auto eq = pair.find('=');
+        if (!pair.empty())
+          req.params.emplace(
+            decode(pair.substr(0, eq), true),
+            eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1), true));
+        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      }
+    }
+    size_t length = 0;
+    bool has_length = false, chunked = false, expect_continue = false, keep_alive = !http10;
+    for (size_t at = line_end; at < head.size();) {
+      size_t next = head.find("\r\n", at + 2);
+      auto h = head.substr(at + 2, (next == std::string_view::npos ? head.size() : next) - at - 2);
+      at = next == std::string_view::npos ? head.size() : next;
+      auto colon = h.find(':');
+      if (colon == std::string_view::npos || colon == 0)
+        return 400;
+      auto name = h.substr(0, colon);
+      auto value = h.substr(colon + 1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+        value.remove_prefix(1);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+        value.remove_suffix(1);
+      auto is = [&](const char* n) {
+        return name.size() == std::strlen(n) && ::strncasecmp(name.data(), n, name.size()) == 0;
+      };
+      auto value_is = [&](const char* v) {
+        return value.size() == std::strlen(v) && ::strncasecmp(value.data(), v, value.size()) == 0;
+      };
+      if (is("Content-Length")) {
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+        if (ec != std::errc() || end != value.data() + value.size() || has_length)
+          return 400;
+        has_length = true;
+      } else if (is("Transfer-Encoding")) {
+        chunked = true;
+      } else if (is("Expect")) {
+        expect_continue = value_is("100-continue");
+      } else if (is("Connection")) {
+        if (value_is("close"))
+          keep_alive = false;
+        else if (value_is("keep-alive"))
+          keep_alive = true;
+      }
+      req.headers.emplace(std::string(name), std::string(value));
+    }
+    close = !keep_alive;
+    if (chunked)
+      return 411;
+    size_t body_at = head_end + 4;
+    if (length > limits_.max_body_bytes) {
+      // Read and drop the body (within the request deadline), so the client reads the answer.
+      size_t left = length, have = std::min(length, buf_.size() - body_at);
+      left -= have;
+      buf_.clear();
+      while (left > 0 && fill()) {
+        left -= std::min(left, buf_.size());
+        buf_.clear();
+      }
+      return 413;
+    }
+    if (expect_continue && length > 0 && buf_.size() - body_at < length) {
+      static constexpr char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      if (::send(sock_, cont, sizeof cont - 1, MSG_NOSIGNAL) != sizeof cont - 1)
+        return -1;
+    }
+    while (buf_.size() - body_at < length)
+      if (!fill())
+        return -1;
+    req.body.assign(buf_.data() + body_at, length);
+    buf_.erase(0, body_at + length);  // a pipelined next request stays
+    if (buf_.capacity() > (size_t{1} << 18))
+      buf_.shrink_to_fit();  // an idle connection keeps no large body's buffer
+    req.remote_addr = addr_;
+    return 0;
+  }
+
+  static const char* reason(int status) {
+    switch (status) {
+      case 100: return "Continue";
+      case 200: return "OK";
+      case 400: return "Bad Request";
+      case 401: return "Unauthorized";
+      case 403: return "Forbidden";
+      case 404: return "Not Found";
+      case 405: return "Method Not Allowed";
+      case 411: return "Length Required";
+      case 413: return "Payload Too Large";
+      case 414: return "URI Too Long";
+      case 422: return "Unprocessable Entity";
+      case 431: return "Request Header Fields Too Large";
+      case 500: return "Internal Server Error";
+      case 503: return "Service Unavailable";
+      default: return "Status";
+    }
+  }
+
+  bool write_response(const http_response& res, bool close, bool head_only) {
+    std::string out;
+    out.reserve(256 + (head_only ? 0 : res.body.size()));
+    out += "HTTP/1.1 " + std::to_string(res.status) + " " + reason(res.status) + "\r\n";
+    out += "Content-Type: " + res.content_type + "\r\n";
+    out += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
+    for (auto& [k, v] : res.headers)
+      out += k + ": " + v + "\r\n";
+    out += close ? "Connection: close\r\n\r\n" : "Keep-Alive: timeout=5\r\n\r\n";
+    if (!head_only)
+      out += res.body;
+    size_t sent = 0;
+    while (sent < out.size()) {
+      auto n = ::send(sock_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0)
+        return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  int sock_;
+  std::string addr_;
+  int port_;
+  connection_guard& guard_;
+  const http_limits& limits_;
+  const http_server::handler& h_;
+  std::string buf_;
+};
+
 // cpp-httplib's server with the guards: process_and_close_socket (virtual, run by a worker for
 // each accepted connection) admits the connection and registers it, then runs the library's own
 // (private, so called through its symbol in libcpp-httplib).
 class guarded_server : public httplib::Server {
  public:
   std::unique_ptr<connection_guard> guard;
+  bool lean = false;  // serve connections with lean_connection instead of cpp-httplib's loop
+  http_limits limits;
+  http_server::handler lean_handler;
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -274,7 +528,14 @@ class guarded_server : public httplib::Server {
       ::close(sock);
       return false;
     }
-    auto ok = base(this, sock);  // closes sock; the connection ends when fd closes too
+    bool ok = true;
+    if (lean) {
+      lean_connection(sock, addr, port, *guard, limits, lean_handler).run();
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+    } else {
+      ok = base(this, sock);  // closes sock; the connection ends when fd closes too
+    }
     guard->leave(addr, port);
     ::close(fd);
     return ok;
@@ -306,6 +567,7 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
   s.set_read_timeout(secs(limits.read_timeout), usecs(limits.read_timeout));
   s.set_write_timeout(secs(limits.write_timeout), usecs(limits.write_timeout));
   s.set_keep_alive_timeout(std::max<time_t>(1, secs(limits.keep_alive)));
+  s.set_keep_alive_max_count(std::max<size_t>(1, limits.keep_alive_max_requests));
   s.set_payload_max_length(limits.max_body_bytes);
   // Small responses on kept-alive connections: without this, Nagle's algorithm meets the peer's
   // delayed ACK and a request-response round trip waits ~40 ms.
@@ -327,6 +589,10 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
       res.set_content(why + "\n", "text/plain; charset=utf-8");
       return httplib::Server::HandlerResponse::Handled;
     }));
+  s.lean = limits.lean;
+  s.limits = limits;
+  if (limits.lean)
+    s.lean_handler = h;
   auto serve = [h = std::move(h), guard](const httplib::Request& req, httplib::Response& res) {
     guard->handling(req.remote_addr, req.remote_port, true);
     guard->responding(req.remote_addr, req.remote_port, true);
@@ -342,7 +608,9 @@ std::string http_server::start(const std::string& host, uint16_t port, handler h
       r.params.emplace(k, v);
     for (auto& [k, v] : req.headers)
       r.headers.emplace(k, v);
-    r.body = req.body;
+    // The body is moved, not copied: cpp-httplib's request is its own non-const local, which it
+    // does not read after the handler (the logger below takes only the address and port).
+    r.body = std::move(const_cast<httplib::Request&>(req).body);
     r.remote_addr = req.remote_addr;
     auto out = h(r);
     res.status = out.status;

@@ -65,6 +65,15 @@ struct http_limits {
   // stop() closes idle connections at once and waits this long for responses being computed or
   // written (a POST that cancels the job the process serves gets its answer before the exit).
   std::chrono::milliseconds drain{5000};
+  // Requests one kept-alive connection may carry before the server closes it (cpp-httplib's
+  // default is 5; a model server's clients keep a connection for many).
+  size_t keep_alive_max_requests = 5;
+  // A lean loop per connection instead of cpp-httplib's (http_server.cpp's lean_connection):
+  // HTTP/1.1 and 1.0 with Content-Length bodies (chunked ones get 411), read in large recv calls
+  // without a poll before each, the response in one send; the same guards, timeouts and caps.
+  // cpp-httplib polls before every read of at most 4 KiB and writes headers and body apart: ~20
+  // system calls for a 17 KB request and its answer, against a recv and a send here.
+  bool lean = false;
 };
 
 // Connections closed so far by every http_server of this process: at accept for the

@@ -104,6 +104,8 @@ std::string model_server::start(const model_server_options& o) {
   limits.threads = static_cast<size_t>(std::max(1, o.http_threads));
   limits.max_body_bytes = o.max_body_bytes;
   limits.read_timeout = o.read_timeout;
+  limits.keep_alive_max_requests = o.keep_alive_max_requests;
+  limits.lean = o.lean_http;
   auto err = im.http.start(
     o.host, o.port, [&im](const http_request& r) { return im.handle(r); }, limits);
   if (!err.empty()) {

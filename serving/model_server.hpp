@@ -9,6 +9,8 @@
 //                                    scored batch sizes, errors by reason, reloads, versions mapped
 //   POST /admin/reload               (Authorization: Bearer <admin token>) loads the model folder
 //                                    given as ?dir=..., or the newest one in the watched folder
+//   /v2/...                          KServe v2 / Open Inference Protocol: health, metadata, infer
+//                                    with JSON or binary tensors (model_server_v2.cpp)
 // Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
 // pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
 // same version until max_batch instances or max_queue_delay after the first one arrived, score
@@ -44,7 +46,9 @@ struct model_server_options {
   size_t max_instances = 4096;                     // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
-  env* environment = &default_env();             // the clock of load times and latencies
+  size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
+  bool lean_http = true;  // runtime/http_server's lean connection loop (http_limits::lean)
+  env* environment = &default_env();  // the clock of load times and latencies
 };
 
 class model_server {

@@ -6,6 +6,8 @@
 namespace satrap {
 
 void model_server::impl::worker_loop() {
+  score_input all;  // a batch of several requests, gathered (kept: its capacity is reused)
+  std::vector<float> logits;
   std::unique_lock lk(mu);
   for (;;) {
     cv.wait(lk, [&] { return stopping || (!queue.empty() && !collecting); });
@@ -31,13 +33,14 @@ void model_server::impl::worker_loop() {
     collecting = false;
     cv.notify_all();
     lk.unlock();
-    score(version, batch, n);
+    score(version, batch, n, all, logits);
     lk.lock();
   }
 }
 
 void model_server::impl::score(const std::shared_ptr<served_version>& v,
-                               std::vector<std::shared_ptr<pending_request>>& batch, int n) {
+                               std::vector<std::shared_ptr<pending_request>>& batch, int n,
+                               score_input& all, std::vector<float>& logits) {
   batches.observe(n, batch_bounds);
   instances += n;
   auto scorer = v->take_scorer();
@@ -46,9 +49,10 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
     r.logits.resize(static_cast<size_t>(r.input.size));
     scorer->score(r.input.size, r.input.offsets, r.input.ids, r.input.dense, r.logits.data());
   } else {
-    score_input all;
     all.size = n;
-    all.offsets.push_back(0);
+    all.offsets.assign(1, 0);
+    all.ids.clear();
+    all.dense.clear();
     for (auto& r : batch) {
       auto base = static_cast<uint32_t>(all.ids.size());
       for (size_t b = 1; b < r->input.offsets.size(); ++b)
@@ -56,7 +60,7 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
       all.ids.insert(all.ids.end(), r->input.ids.begin(), r->input.ids.end());
       all.dense.insert(all.dense.end(), r->input.dense.begin(), r->input.dense.end());
     }
-    std::vector<float> logits(static_cast<size_t>(n));
+    logits.resize(static_cast<size_t>(n));
     scorer->score(n, all.offsets, all.ids, all.dense, logits.data());
     size_t at = 0;
     for (auto& r : batch) {
@@ -67,6 +71,32 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
   v->give_scorer(std::move(scorer));
   for (auto& r : batch)
     r->done.set_value();
+}
+
+std::optional<http_response> model_server::impl::score_request(
+  const std::shared_ptr<served_version>& v, score_input in, std::vector<float>& logits) {
+  add_crosses(v->model->meta().crosses, in.size, v->model->input_slots(), in.offsets, in.ids);
+  if (!v->model->holds_all())
+    for (auto id : in.ids)
+      if (!v->model->holds(id))
+        return count(400, "partition_not_held"),
+               json_error(400, "id " + std::to_string(id) + ": its partition is not held by this "
+                                 "server (route it to the server of that partition)");
+  auto p = std::make_shared<pending_request>();
+  p->version = v;
+  p->input = std::move(in);
+  p->enqueued = options.environment->steady_now();
+  auto done = p->done.get_future();
+  {
+    std::lock_guard lk(mu);
+    if (stopping)
+      return count(503, "stopping"), json_error(503, "the server is stopping");
+    queue.push_back(p);
+  }
+  cv.notify_all();
+  done.wait();
+  logits = std::move(p->logits);
+  return std::nullopt;
 }
 
 http_response model_server::impl::predict(const http_request& req, const std::string& name) {
@@ -85,27 +115,10 @@ http_response model_server::impl::predict(const http_request& req, const std::st
   auto parsed = parse_predict_request(req.body, limits);
   if (!parsed.error.empty())
     return count(400, "bad_request"), json_error(400, parsed.error);
-  auto& in = parsed.input;
-  add_crosses(v->model->meta().crosses, in.size, limits.slots, in.offsets, in.ids);
-  for (auto id : in.ids)
-    if (!v->model->holds(id))
-      return count(400, "partition_not_held"),
-             json_error(400, "id " + std::to_string(id) + ": its partition is not held by this "
-                               "server (route it to the server of that partition)");
-  auto p = std::make_shared<pending_request>();
-  p->version = v;
-  p->input = std::move(in);
-  p->enqueued = options.environment->steady_now();
-  auto done = p->done.get_future();
-  {
-    std::lock_guard lk(mu);
-    if (stopping)
-      return count(503, "stopping"), json_error(503, "the server is stopping");
-    queue.push_back(p);
-  }
-  cv.notify_all();
-  done.wait();
-  auto body = predict_response_json(meta.name, meta.version, p->logits.data(), p->logits.size());
+  std::vector<float> logits;
+  if (auto refused = score_request(v, std::move(parsed.input), logits))
+    return *refused;
+  auto body = predict_response_json(meta.name, meta.version, logits.data(), logits.size());
   count(200, nullptr);
   return {200, "application/json", std::move(body)};
 }

@@ -3,6 +3,7 @@
 //   model_server_batching.cpp  the predict path: a request is checked, queued, batched with others
 //                              of its version and scored on a worker thread
 //   model_server_routes.cpp    the HTTP routes and the /metrics text
+//   model_server_v2.cpp        the KServe v2 (Open Inference Protocol) routes
 // Threading: see model_server.hpp; every field says which mutex guards it.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -158,9 +160,18 @@ struct model_server::impl {
   std::string newest_in_watch() const;
   void watch_loop();
   void worker_loop();
+  // Scores `batch` (n instances) as one; `all` and `logits` are the worker's buffers.
   void score(const std::shared_ptr<served_version>& v,
-             std::vector<std::shared_ptr<pending_request>>& batch, int n);
+             std::vector<std::shared_ptr<pending_request>>& batch, int n, score_input& all,
+             std::vector<float>& logits);
+  // Adds the crosses, checks the ids are held, queues `in` with the requests of its version and
+  // waits for its logits: nullopt with `logits` set, or the error to answer.
+  std::optional<http_response> score_request(const std::shared_ptr<served_version>& v,
+                                             score_input in, std::vector<float>& logits);
   http_response predict(const http_request& req, const std::string& name);
+  // The KServe v2 routes (model_server_v2.cpp): /v2, /v2/health/*, /v2/models/<name>/...
+  http_response v2_route(const http_request& req);
+  http_response v2_infer(const http_request& req, const std::shared_ptr<served_version>& v);
   std::string metrics_text() const;
   http_response handle(const http_request& req);
   http_response route(const http_request& req);

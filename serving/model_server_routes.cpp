@@ -47,7 +47,8 @@ std::string model_server::impl::metrics_text() const {
 http_response model_server::impl::handle(const http_request& req) {
   auto started = options.environment->steady_now();
   auto res = route(req);
-  if (req.path.rfind("/v1/models/", 0) == 0 && req.method == "POST")
+  if ((req.path.rfind("/v1/models/", 0) == 0 || req.path.rfind("/v2/models/", 0) == 0)
+      && req.method == "POST")
     latency.observe(
       std::chrono::duration<double>(options.environment->steady_now() - started).count(),
       latency_bounds);
@@ -66,6 +67,8 @@ http_response model_server::impl::route(const http_request& req) {
   }
   if (path == "/metrics")
     return {200, "text/plain; version=0.0.4", metrics_text()};
+  if (path == "/v2" || path.rfind("/v2/", 0) == 0)
+    return v2_route(req);
   if (path == "/admin/reload") {
     if (req.method != "POST")
       return json_error(405, "use POST /admin/reload");
@@ -112,7 +115,8 @@ http_response model_server::impl::route(const http_request& req) {
   }
   count(404, "unknown_path");
   return json_error(404, "unknown path " + path
-                           + " (POST /v1/models/<name>:predict, GET /healthz, /readyz, /metrics)");
+                           + " (POST /v1/models/<name>:predict, POST /v2/models/<name>/infer, GET /healthz, "
+                             "/readyz, /metrics, /v2/health/ready)");
 }
 
 }  // namespace satrap

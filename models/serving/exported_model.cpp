@@ -93,6 +93,7 @@ result<std::shared_ptr<const exported_model>> exported_model::open(const std::st
       m->rows_ += h[3];
       m->files_.push_back(std::move(s));
     }
+    m->holds_all_ = std::find(m->owner_.begin(), m->owner_.end(), -1) == m->owner_.end();
     for (auto k : shards)
       if (k >= files.size())
         return make_model_error(where + ": no export shard " + std::to_string(k) + " (it has "

@@ -96,6 +96,8 @@ class exported_model {
   uint64_t mapped_bytes() const;
   // Whether this server holds the partition of `id`.
   bool holds(uint64_t id) const;
+  // Whether it holds every partition (then every id is held).
+  bool holds_all() const { return holds_all_; }
   // out: dim floats: the trained row, or the initial row of an id never trained. The id's
   // partition must be held (holds).
   void lookup(uint64_t id, float* out) const;
@@ -117,6 +119,7 @@ class exported_model {
   std::vector<shard_file> files_;
   std::vector<int32_t> owner_;  // partition -> index into files_, -1 when not held
   uint64_t rows_ = 0;
+  bool holds_all_ = false;
 };
 
 // A batch of instances to score: the `batch` layout (sample-major bags, dense features).

@@ -13,156 +13,269 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string at(size_t i) { return "instances[" + std::to_string(i) + "]"; }
+// The streaming parse of a request (nlohmann's SAX interface): each value is checked and stored
+// as it comes, so nothing is allocated beyond the instances' own ids and floats, and a bad value
+// stops the parse at once.
+class predict_sax {
+ public:
+  predict_sax(const predict_request_limits& limits, predict_request_parse& out)
+      : limits_(limits),
+        in_(out.input),
+        slots_(static_cast<size_t>(limits.slots)),
+        nd_(static_cast<size_t>(limits.dense_features)) {
+    in_.offsets.push_back(0);
+  }
 
-// An id: an unsigned JSON integer, or a decimal string of one.
-bool read_id(const json& v, uint64_t& out, std::string& why) {
-  if (v.is_number_unsigned()) {
-    out = v.get<uint64_t>();
+  std::string error;
+  bool has_instances = false;
+
+  bool null() { return value(nullptr, "null"); }
+  bool boolean(bool) { return value(nullptr, "boolean"); }
+  bool number_integer(json::number_integer_t v) {
+    if (where_ == in::bag) {
+      char buf[24];
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+      return fail(bag_at() + "ids out of range: " + buf
+                  + " is negative (ids are 0..18446744073709551615)");
+    }
+    return number(static_cast<double>(v), "number");
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (where_ == in::bag)
+      return id(v);
+    return number(static_cast<double>(v), "number");
+  }
+  bool number_float(json::number_float_t v, const std::string& text) {
+    if (where_ == in::bag)
+      return fail(bag_at() + "expected an integer id, got " + text.substr(0, 40)
+                  + " (ids past 2^64 or with a fraction are out of range)");
+    return number(v, "number");
+  }
+  bool string(std::string& v) {
+    if (where_ == in::bag) {
+      if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+        return fail(bag_at() + "expected a decimal id string, got \"" + v.substr(0, 40) + "\"");
+      errno = 0;
+      char* end = nullptr;
+      unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+      if (errno == ERANGE)
+        return fail(bag_at() + "ids out of range: " + v + " is past 18446744073709551615");
+      return id(x);
+    }
+    return value(nullptr, "string");
+  }
+  bool binary(json::binary_t&) { return value(nullptr, "binary"); }
+
+  bool key(std::string& k) {
+    key_ = k;
+    if (where_ == in::root) {
+      if (k != "instances")
+        return fail("unknown key \"" + k.substr(0, 40) + "\": a request has only \"instances\"");
+      if (has_instances)
+        return fail("\"instances\" given twice");
+      return true;
+    }
+    if (where_ == in::instance) {
+      if (k != "dense" && k != "slots")
+        return fail(at() + ": unknown key \"" + k.substr(0, 40)
+                    + "\" (an instance has \"dense\" and \"slots\")");
+      if ((k == "dense" && seen_dense_) || (k == "slots" && seen_slots_))
+        return fail(at() + ": \"" + k + "\" given twice");
+    }
     return true;
   }
-  if (v.is_number_integer()) {
-    why = "ids out of range: " + v.dump() + " is negative (ids are 0..18446744073709551615)";
-    return false;
-  }
-  if (v.is_number_float()) {
-    why = "expected an integer id, got " + v.dump()
-          + " (ids past 2^64 or with a fraction are out of range)";
-    return false;
-  }
-  if (v.is_string()) {
-    const auto& s = v.get_ref<const std::string&>();
-    if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) {
-      why = "expected a decimal id string, got \"" + s.substr(0, 40) + "\"";
-      return false;
+
+  bool start_object(std::size_t) {
+    switch (where_) {
+      case in::none: where_ = in::root; return true;
+      case in::instances:
+        if (n_ == limits_.max_instances)
+          return fail("\"instances\": more than " + std::to_string(limits_.max_instances)
+                      + " instances, at most " + std::to_string(limits_.max_instances)
+                      + " per request");
+        where_ = in::instance;
+        seen_dense_ = seen_slots_ = false;
+        return true;
+      default: return value(nullptr, "object");
     }
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long x = std::strtoull(s.c_str(), &end, 10);
-    if (errno == ERANGE) {
-      why = "ids out of range: " + s + " is past 18446744073709551615";
-      return false;
+  }
+
+  bool start_array(std::size_t) {
+    switch (where_) {
+      case in::none: return fail("expected a JSON object with \"instances\"");
+      case in::root:
+        has_instances = true;
+        where_ = in::instances;
+        return true;
+      case in::instance:
+        if (key_ == "dense") {
+          seen_dense_ = true;
+          where_ = in::dense;
+          dense_count_ = 0;
+          return true;
+        }
+        seen_slots_ = true;
+        where_ = in::slots;
+        bag_ = 0;
+        return true;
+      case in::slots:
+        if (bag_ == slots_)
+          return fail(at() + ".slots: unknown slot " + std::to_string(slots_) + ": the model has "
+                      + std::to_string(slots_) + " slots (0.." + std::to_string(slots_ - 1) + ")");
+        where_ = in::bag;
+        bag_ids_ = 0;
+        return true;
+      default: return value(nullptr, "array");
     }
-    out = x;
+  }
+
+  bool end_array() {
+    switch (where_) {
+      case in::instances: where_ = in::root; return true;
+      case in::dense:
+        if (dense_count_ != nd_)
+          return fail(at() + ".dense: wrong dense length " + std::to_string(dense_count_)
+                      + ", the model has " + std::to_string(nd_) + " dense features");
+        where_ = in::instance;
+        return true;
+      case in::slots:
+        if (bag_ < slots_)
+          return fail(at() + ".slots: " + std::to_string(bag_) + " bags, the model has "
+                      + std::to_string(slots_) + " slots (give every slot a bag)");
+        where_ = in::instance;
+        return true;
+      case in::bag:
+        in_.offsets.push_back(static_cast<uint32_t>(in_.ids.size()));
+        ++bag_;
+        where_ = in::slots;
+        return true;
+      default: return true;
+    }
+  }
+
+  bool end_object() {
+    if (where_ == in::instance) {
+      if (nd_ > 0 && !seen_dense_)
+        return fail(at() + ".dense: expected an array of " + std::to_string(nd_) + " numbers");
+      if (!seen_slots_)
+        return fail(at() + ".slots: expected an array of " + std::to_string(slots_)
+                    + " bags of ids");
+      ++n_;
+      where_ = in::instances;
+      return true;
+    }
+    where_ = in::done;
     return true;
   }
-  why = "expected an id (integer or decimal string), got " + std::string(v.type_name());
-  return false;
-}
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return fail(
+      "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": "
+      "[[ids...], ...]}]}");
+  }
+
+  size_t instances() const { return n_; }
+
+ private:
+  enum class in : uint8_t { none, root, instances, instance, dense, slots, bag, done };
+
+  bool fail(std::string why) {
+    if (error.empty())
+      error = std::move(why);
+    return false;
+  }
+  std::string at() const { return "instances[" + std::to_string(n_) + "]"; }
+  std::string bag_at() const {
+    return at() + ".slots[" + std::to_string(bag_) + "][" + std::to_string(bag_ids_) + "]: ";
+  }
+
+  // A value that is not what its place takes.
+  bool value(std::nullptr_t, const char* type) {
+    switch (where_) {
+      case in::none:
+      case in::root:
+        if (where_ == in::root && key_ == "instances")
+          return fail("\"instances\": expected a non-empty array of instances");
+        return fail("expected a JSON object with \"instances\"");
+      case in::instances: return fail(at() + ": expected an object with \"dense\" and \"slots\"");
+      case in::instance:
+        if (key_ == "dense")
+          return fail(at() + ".dense: expected an array of " + std::to_string(nd_) + " numbers");
+        return fail(at() + ".slots: expected an array of " + std::to_string(slots_)
+                    + " bags of ids");
+      case in::dense:
+        return fail(at() + ".dense[" + std::to_string(dense_count_) + "]: expected a number, got "
+                    + type);
+      case in::slots:
+        if (bag_ == slots_)
+          return fail(at() + ".slots: unknown slot " + std::to_string(slots_) + ": the model has "
+                      + std::to_string(slots_) + " slots (0.." + std::to_string(slots_ - 1) + ")");
+        return fail(at() + ".slots[" + std::to_string(bag_) + "]: expected an array of ids, got "
+                    + type);
+      case in::bag:
+        return fail(bag_at() + "expected an id (integer or decimal string), got " + type);
+      default:
+        return fail(
+          "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": "
+          "[[ids...], ...]}]}");
+    }
+  }
+
+  bool number(double f, const char* type) {
+    if (where_ != in::dense)
+      return value(nullptr, type);
+    if (dense_count_ >= nd_) {  // counted, not stored: the error names the length at the end
+      ++dense_count_;
+      return true;
+    }
+    if (!std::isfinite(static_cast<float>(f)))
+      return fail(at() + ".dense[" + std::to_string(dense_count_) + "]: expected a finite float");
+    in_.dense.push_back(static_cast<float>(f));
+    ++dense_count_;
+    return true;
+  }
+
+  bool id(uint64_t v) {
+    if (bag_ids_ == limits_.max_ids_per_bag)
+      return fail(at() + ".slots[" + std::to_string(bag_) + "]: more than "
+                  + std::to_string(limits_.max_ids_per_bag) + " ids");
+    in_.ids.push_back(v);
+    ++bag_ids_;
+    return true;
+  }
+
+  const predict_request_limits& limits_;
+  score_input& in_;
+  const size_t slots_, nd_;
+  in where_ = in::none;
+  std::string key_;
+  size_t n_ = 0, dense_count_ = 0, bag_ = 0, bag_ids_ = 0;
+  bool seen_dense_ = false, seen_slots_ = false;
+};
 
 }  // namespace
 
 predict_request_parse parse_predict_request(std::string_view body,
                                             const predict_request_limits& limits) {
   predict_request_parse r;
-  json doc = json::parse(body.begin(), body.end(), nullptr, false);
-  if (doc.is_discarded()) {
-    r.error =
-      "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": [[ids...], ...]}]}";
-    return r;
+  predict_sax sax(limits, r);
+  bool ok = json::sax_parse(body.begin(), body.end(), &sax);
+  if (!ok || !sax.error.empty()) {
+    predict_request_parse failed;
+    failed.error = sax.error.empty() ? "malformed JSON: expected {\"instances\": [{\"dense\": "
+                                       "[...], \"slots\": [[ids...], ...]}]}"
+                                     : sax.error;
+    return failed;
   }
-  if (!doc.is_object() || !doc.contains("instances")) {
+  if (!sax.has_instances) {
     r.error = "expected a JSON object with \"instances\"";
     return r;
   }
-  for (auto& [key, value] : doc.items())
-    if (key != "instances") {
-      r.error = "unknown key \"" + key + "\": a request has only \"instances\"";
-      return r;
-    }
-  const auto& inst = doc["instances"];
-  if (!inst.is_array() || inst.empty()) {
+  if (sax.instances() == 0) {
     r.error = "\"instances\": expected a non-empty array of instances";
     return r;
   }
-  if (inst.size() > limits.max_instances) {
-    r.error = "\"instances\": " + std::to_string(inst.size()) + " instances, at most "
-              + std::to_string(limits.max_instances) + " per request";
-    return r;
-  }
-  auto& in = r.input;
-  const size_t n = inst.size(), slots = static_cast<size_t>(limits.slots),
-               nd = static_cast<size_t>(limits.dense_features);
-  in.size = static_cast<int>(n);
-  in.offsets.reserve(n * slots + 1);
-  in.offsets.push_back(0);
-  in.dense.reserve(n * nd);
-  for (size_t i = 0; i < n; ++i) {
-    const auto& x = inst[i];
-    if (!x.is_object()) {
-      r.error = at(i) + ": expected an object with \"dense\" and \"slots\"";
-      return r;
-    }
-    for (auto& [key, value] : x.items())
-      if (key != "dense" && key != "slots") {
-        r.error = at(i) + ": unknown key \"" + key + "\" (an instance has \"dense\" and \"slots\")";
-        return r;
-      }
-    if (nd > 0 || x.contains("dense")) {
-      auto it = x.find("dense");
-      if (it == x.end() || !it->is_array()) {
-        r.error = at(i) + ".dense: expected an array of " + std::to_string(nd) + " numbers";
-        return r;
-      }
-      if (it->size() != nd) {
-        r.error = at(i) + ".dense: wrong dense length " + std::to_string(it->size())
-                  + ", the model has " + std::to_string(nd) + " dense features";
-        return r;
-      }
-      for (size_t d = 0; d < nd; ++d) {
-        const auto& v = (*it)[d];
-        if (!v.is_number()) {
-          r.error =
-            at(i) + ".dense[" + std::to_string(d) + "]: expected a number, got " + v.type_name();
-          return r;
-        }
-        double f = v.get<double>();
-        if (!std::isfinite(static_cast<float>(f))) {
-          r.error = at(i) + ".dense[" + std::to_string(d) + "]: expected a finite float";
-          return r;
-        }
-        in.dense.push_back(static_cast<float>(f));
-      }
-    }
-    auto it = x.find("slots");
-    if (it == x.end() || !it->is_array()) {
-      r.error = at(i) + ".slots: expected an array of " + std::to_string(slots) + " bags of ids";
-      return r;
-    }
-    if (it->size() > slots) {
-      r.error = at(i) + ".slots: unknown slot " + std::to_string(slots) + ": the model has "
-                + std::to_string(slots) + " slots (0.." + std::to_string(slots - 1) + ")";
-      return r;
-    }
-    if (it->size() < slots) {
-      r.error = at(i) + ".slots: " + std::to_string(it->size()) + " bags, the model has "
-                + std::to_string(slots) + " slots (give every slot a bag)";
-      return r;
-    }
-    for (size_t s = 0; s < slots; ++s) {
-      const auto& bag = (*it)[s];
-      if (!bag.is_array()) {
-        r.error = at(i) + ".slots[" + std::to_string(s) + "]: expected an array of ids, got "
-                  + bag.type_name();
-        return r;
-      }
-      if (bag.size() > limits.max_ids_per_bag) {
-        r.error = at(i) + ".slots[" + std::to_string(s) + "]: more than "
-                  + std::to_string(limits.max_ids_per_bag) + " ids";
-        return r;
-      }
-      for (size_t k = 0; k < bag.size(); ++k) {
-        uint64_t id = 0;
-        std::string why;
-        if (!read_id(bag[k], id, why)) {
-          r.error = at(i) + ".slots[" + std::to_string(s) + "][" + std::to_string(k) + "]: " + why;
-          return r;
-        }
-        in.ids.push_back(id);
-      }
-      in.offsets.push_back(static_cast<uint32_t>(in.ids.size()));
-    }
-  }
+  r.input.size = static_cast<int>(sax.instances());
   return r;
 }
 

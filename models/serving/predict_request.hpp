@@ -9,6 +9,9 @@
 //           (the readers give a missing value its slot's missing id instead).
 // Response: {"model": name, "version": v, "predictions": [p, ...], "logits": [l, ...]}
 // Errors name the instance, the field and what was expected.
+// Parsed streaming (nlohmann's SAX interface): each value is checked as it comes and stored in
+// the scorer's input (no DOM), and the first bad value ends the parse; the instance count is
+// refused at max_instances + 1, a bag at max_ids_per_bag + 1 ids.
 // Threading: pure functions.
 #pragma once
 

@@ -1,32 +1,52 @@
 // serve_bench: online serving (serving/model_server.hpp) under a closed-loop load on loopback,
 // against an in-process scoring loop over the same instances in the same run.
 //
-// usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310]
+// usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310] [rounds=1]
+//                    [only=PHASE] (one load phase alone, for a profiler: bin1, bin64, json64, ...)
 //   MODEL: a model folder; INSTANCES: one request instance per line (satrap predict --instances).
-// Phases, each `seconds` long, K keep-alive connections, every one sending its next request as
-// soon as the previous answer is in:
-//   1  requests of 1 instance: the maximum QPS
-//   64 requests of 64 instances
-//   half requests of 1 instance paced at half the maximum QPS (open schedule per connection)
-//   inprocess  model_scorer on batches of 64 of the same instances, one thread per scoring worker
+// The client: K threads, each with one kept-alive TCP connection (TCP_NODELAY) sending prebuilt
+// HTTP/1.1 requests (the whole request in one write) and reading each response (its headers,
+// then Content-Length bytes) before the next: a small C++ client here, so that the load costs
+// the shared cores as little as possible and the same client drives every route.
+// Phases, each `seconds` long, every connection sending its next request as soon as the previous
+// answer is in:
+//   bin1      KServe v2 binary extension (POST /v2/models/<m>/infer, FP32 dense and INT64 ids as
+//             raw bytes, binary outputs), 1 instance per request: the maximum QPS
+//   bin64     the same, 64 instances per request
+//   binhalf   1 instance per request paced at half bin1's QPS (open schedule per connection)
+//   v2json64  KServe v2 with JSON tensors, 64 instances
+//   json1, json64, jsonhalf   the /v1 JSON route (TF-Serving-like), as above
+//   inprocess model_scorer on batches of 64 of the same instances, one thread per scoring worker
+// Each 64-instance phase runs between two in-process runs, and its ratio is against their mean
+// (the load of a shared machine moves over seconds). Rounds: with rounds > 1 everything repeats;
+// the last line's figures are medians over the rounds.
 // Prints one line per phase, then the last line:
-//   qps=... p50_ms=... p99_ms=... instances_per_s=... inprocess_ratio=... (the 64-instance phase)
-//   followed by single_max_qps=... half_load_qps=... half_load_p99_ms=...
+//   inprocess_ratio=... (bin64's instances/s over in-process) json_inprocess_ratio=... (json64's)
+//   v2json_inprocess_ratio=... bin64_qps, bin64_p99_ms, bin1_max_qps, half_load_qps,
+//   half_load_p99_ms (binhalf), json_half_load_p99_ms, inprocess_instances_per_s
+// Exits 1 when a request failed (a status other than 200 or a broken connection).
 // Threading: the server's threads, one client thread per connection, the in-process threads.
 #include "models/serving/exported_model.hpp"
 #include "models/serving/predict_request.hpp"
 #include "serving/model_server.hpp"
 
 #include <cblas.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,9 +68,98 @@ double percentile(std::vector<double>& v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+double median(std::vector<double> v) { return percentile(v, 0.5); }
+
+// One kept-alive connection: a whole prebuilt request out, one response in.
+class raw_client {
+ public:
+  explicit raw_client(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~raw_client() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  static inline std::atomic<int64_t> closed_by_server{0};
+
+  // The response's status, or 0 when the connection failed (it is then closed).
+  int roundtrip(const std::string& request) {
+    size_t sent = 0;
+    while (sent < request.size()) {
+      auto n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0)
+        return fail();
+      sent += static_cast<size_t>(n);
+    }
+    buf_.clear();
+    size_t head_end = std::string::npos;
+    while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!fill())
+        return fail();
+    int status = std::atoi(buf_.c_str() + 9);
+    size_t length = 0;
+    bool close_after = false;
+    for (size_t at = buf_.find("\r\n"); at < head_end;) {
+      size_t next = buf_.find("\r\n", at + 2);
+      if (strncasecmp(buf_.c_str() + at + 2, "Content-Length:", 15) == 0)
+        length = std::strtoull(buf_.c_str() + at + 17, nullptr, 10);
+      if (strncasecmp(buf_.c_str() + at + 2, "Connection: close", 17) == 0)
+        close_after = true;
+      at = next;
+    }
+    while (buf_.size() < head_end + 4 + length)
+      if (!fill())
+        return fail();
+    ++requests_;
+    if (close_after) {  // the server ends the connection: the next request opens another
+      ++closed_by_server;
+      fail();
+    }
+    return status;
+  }
+
+ private:
+  bool fill() {
+    char tmp[65536];
+    auto n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0)
+      return false;
+    buf_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+  int fail() {
+    ::close(fd_);
+    fd_ = -1;
+    return 0;
+  }
+  int fd_ = -1;
+  int64_t requests_ = 0;
+  std::string buf_;
+};
+
+std::string http_post(const std::string& path, const std::string& body, const char* type,
+                      size_t header_length = std::string::npos) {
+  std::string r = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type
+                  + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (header_length != std::string::npos)
+    r += "Inference-Header-Content-Length: " + std::to_string(header_length) + "\r\n";
+  return r + "\r\n" + body;
+}
+
 // K connections for `seconds`; pace > 0: each connection sends at most every `pace` seconds.
-phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per_request, int k,
-                  double seconds, const std::string& path, double pace = 0) {
+phase_result load(uint16_t port, const std::vector<std::string>& requests, int per_request, int k,
+                  double seconds, double pace = 0) {
   std::vector<std::vector<double>> lat(static_cast<size_t>(k));
   std::atomic<int64_t> errors{0};
   auto start = clock_type::now();
@@ -58,10 +167,7 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
   std::vector<std::thread> threads;
   for (int c = 0; c < k; ++c)
     threads.emplace_back([&, c] {
-      httplib::Client cli("127.0.0.1", port);
-      cli.set_keep_alive(true);
-      cli.set_tcp_nodelay(true);
-      cli.set_read_timeout(10, 0);
+      auto cli = std::make_unique<raw_client>(port);
       size_t i = static_cast<size_t>(c) * 7919;
       auto next = clock_type::now() + std::chrono::duration<double>(pace * c / k);
       while (clock_type::now() < end) {
@@ -70,10 +176,12 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
           next +=
             std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(pace));
         }
+        if (!cli->ok())
+          cli = std::make_unique<raw_client>(port);
         auto t0 = clock_type::now();
-        auto res = cli.Post(path, bodies[i++ % bodies.size()], "application/json");
+        int status = cli->roundtrip(requests[i++ % requests.size()]);
         auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-        if (!res || res->status != 200) {
+        if (status != 200) {
           ++errors;
           continue;
         }
@@ -95,18 +203,83 @@ phase_result load(uint16_t port, const std::vector<std::string>& bodies, int per
   return r;
 }
 
+// A KServe v2 binary request of `rows` (dense FP32 [N, D], ids INT64 [N, S], binary outputs).
+std::string v2_binary(const std::vector<nlohmann::json>& rows, int d, int s,
+                      const std::string& path, bool binary_out = true) {
+  std::string dense, ids;
+  for (auto& r : rows) {
+    for (auto& x : r["dense"]) {
+      float f = x.get<float>();
+      dense.append(reinterpret_cast<const char*>(&f), 4);
+    }
+    for (auto& bag : r["slots"]) {
+      uint64_t id = bag.at(0).is_string() ? std::stoull(bag.at(0).get<std::string>())
+                                          : bag.at(0).get<uint64_t>();
+      ids.append(reinterpret_cast<const char*>(&id), 8);
+    }
+  }
+  auto n = std::to_string(rows.size());
+  std::string head = "{\"inputs\":[";
+  if (d > 0)
+    head += "{\"name\":\"dense\",\"shape\":[" + n + "," + std::to_string(d)
+            + "],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":"
+            + std::to_string(dense.size()) + "}},";
+  head += "{\"name\":\"ids\",\"shape\":[" + n + "," + std::to_string(s)
+          + "],\"datatype\":\"INT64\",\"parameters\":{\"binary_data_size\":"
+          + std::to_string(ids.size()) + "}}],\"outputs\":[{\"name\":\"predictions\","
+          + "\"parameters\":{\"binary_data\":" + (binary_out ? "true" : "false") + "}}]}";
+  return http_post(path, head + (d > 0 ? dense : "") + ids, "application/octet-stream",
+                   head.size());
+}
+
+// The same rows as a KServe v2 JSON request.
+std::string v2_json(const std::vector<nlohmann::json>& rows, int d, int s,
+                    const std::string& path) {
+  nlohmann::json dense = nlohmann::json::array(), ids = nlohmann::json::array();
+  for (auto& r : rows) {
+    for (auto& x : r["dense"])
+      dense.push_back(x);
+    for (auto& bag : r["slots"]) {
+      uint64_t id = bag.at(0).is_string() ? std::stoull(bag.at(0).get<std::string>())
+                                          : bag.at(0).get<uint64_t>();
+      ids.push_back(static_cast<int64_t>(id));
+    }
+  }
+  auto n = static_cast<int64_t>(rows.size());
+  nlohmann::json req = {
+    {"inputs",
+     {{{"name", "dense"}, {"shape", {n, d}}, {"datatype", "FP32"}, {"data", dense}},
+      {{"name", "ids"}, {"shape", {n, s}}, {"datatype", "INT64"}, {"data", ids}}}},
+    {"outputs", {{{"name", "predictions"}}}}};
+  if (d == 0)
+    req["inputs"].erase(0);
+  return http_post(path, req.dump(), "application/json");
+}
+
+void print_phase(const char* name, int k, const phase_result& r, double target = 0) {
+  std::printf("phase=%s connections=%d", name, k);
+  if (target > 0)
+    std::printf(" target_qps=%.0f", target);
+  std::printf(" qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n", r.qps,
+              r.p50_ms, r.p99_ms, r.instances_per_s, static_cast<long long>(r.errors));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(
-      stderr, "usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310]\n");
+    std::fprintf(stderr,
+                 "usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] "
+                 "[port=5310] [rounds=1]\n");
     return 2;
   }
   std::string model_dir = argv[1];
   double seconds = argc > 3 ? std::atof(argv[3]) : 3.0;
   int k = argc > 4 ? std::atoi(argv[4]) : 8;
   auto port = static_cast<uint16_t>(argc > 5 ? std::atoi(argv[5]) : 5310);
+  int rounds = std::max(1, argc > 6 ? std::atoi(argv[6]) : 1);
+  std::string only = argc > 7 ? argv[7] : "";
   openblas_set_num_threads(1);
   spdlog::set_level(spdlog::level::warn);
   auto model = exported_model::open(model_dir);
@@ -114,6 +287,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "serve_bench: %s\n", model.error().c_str());
     return 2;
   }
+  const auto& m = *model.value();
   std::vector<nlohmann::json> inst;
   {
     std::ifstream in(argv[2]);
@@ -126,13 +300,43 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "serve_bench: need at least 64 instances, got %zu\n", inst.size());
     return 2;
   }
-  std::vector<std::string> single, batch64;
   for (auto& x : inst)
-    single.push_back(nlohmann::json{{"instances", nlohmann::json::array({x})}}.dump());
-  for (size_t a = 0; a + 64 <= inst.size(); a += 64)
-    batch64.push_back(nlohmann::json{
-      {"instances", std::vector<nlohmann::json>(inst.begin() + a, inst.begin() + a + 64)}}
-                        .dump());
+    for (auto& bag : x["slots"])
+      if (bag.size() != 1) {
+        std::fprintf(stderr, "serve_bench: the binary phases need one id per slot\n");
+        return 2;
+      }
+  const int d = m.dense_features(), s = m.input_slots();
+  const auto v1 = "/v1/models/" + m.meta().name + ":predict";
+  const auto v2 = "/v2/models/" + m.meta().name + "/infer";
+  std::vector<std::string> json1, json64, bin1, bin64, v2json64;
+  for (auto& x : inst) {
+    json1.push_back(http_post(v1, nlohmann::json{{"instances", nlohmann::json::array({x})}}.dump(),
+                              "application/json"));
+    bin1.push_back(v2_binary({x}, d, s, v2));
+  }
+  std::vector<score_input> inputs;  // the 64-instance batches, for the in-process run
+  predict_request_limits limits;
+  limits.slots = s;
+  limits.dense_features = d;
+  for (size_t a = 0; a + 64 <= inst.size(); a += 64) {
+    std::vector<nlohmann::json> rows(inst.begin() + static_cast<ptrdiff_t>(a),
+                                     inst.begin() + static_cast<ptrdiff_t>(a + 64));
+    auto body = nlohmann::json{{"instances", rows}}.dump();
+    auto p = parse_predict_request(body, limits);
+    if (!p.error.empty()) {
+      std::fprintf(stderr, "serve_bench: %s\n", p.error.c_str());
+      return 1;
+    }
+    add_crosses(m.meta().crosses, p.input.size, s, p.input.offsets, p.input.ids);
+    inputs.push_back(std::move(p.input));
+    json64.push_back(http_post(v1, body, "application/json"));
+    bin64.push_back(v2_binary(rows, d, s, v2));
+    v2json64.push_back(v2_json(rows, d, s, v2));
+  }
+  std::printf("bytes_per_request: json64=%zu v2json64=%zu bin64=%zu json1=%zu bin1=%zu\n",
+              json64[0].size(), v2json64[0].size(), bin64[0].size(), json1[0].size(),
+              bin1[0].size());
 
   model_server_options o;
   o.model_dir = model_dir;
@@ -143,63 +347,109 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "serve_bench: %s\n", err.c_str());
     return 1;
   }
-  auto path = "/v1/models/" + model.value()->meta().name + ":predict";
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  load(port, single, 1, k, 0.5, path);  // warm up
-  auto one = load(port, single, 1, k, seconds, path);
-  std::printf(
-    "phase=1 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n", k,
-    one.qps, one.p50_ms, one.p99_ms, one.instances_per_s, static_cast<long long>(one.errors));
-  auto b64 = load(port, batch64, 64, k, seconds, path);
-  std::printf(
-    "phase=64 connections=%d qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f errors=%lld\n",
-    k, b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, static_cast<long long>(b64.errors));
-  double half_rate = one.qps / 2;
-  auto half = load(port, single, 1, k, seconds, path, half_rate > 0 ? k / half_rate : 0.01);
-  std::printf(
-    "phase=half connections=%d target_qps=%.0f qps=%.0f p50_ms=%.3f p99_ms=%.3f errors=%lld\n", k,
-    half_rate, half.qps, half.p50_ms, half.p99_ms, static_cast<long long>(half.errors));
-  server.stop();
+  auto inprocess = [&] {
+    std::atomic<int64_t> scored{0};
+    auto start = clock_type::now();
+    auto end = start + std::chrono::duration<double>(seconds);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers; ++w)
+      threads.emplace_back([&, w] {
+        model_scorer scorer(model.value());
+        std::vector<float> logits(64);
+        size_t i = static_cast<size_t>(w);
+        int64_t n = 0;
+        while (clock_type::now() < end) {
+          auto& in = inputs[i++ % inputs.size()];
+          scorer.score(in.size, in.offsets, in.ids, in.dense, logits.data());
+          n += in.size;
+        }
+        scored += n;
+      });
+    for (auto& t : threads)
+      t.join();
+    double secs = std::chrono::duration<double>(clock_type::now() - start).count();
+    return static_cast<double>(scored.load()) / secs;
+  };
 
-  // The same instances scored in process: batches of 64, one thread per scoring worker.
-  std::vector<score_input> inputs;
-  predict_request_limits limits;
-  limits.slots = model.value()->slots();
-  limits.dense_features = model.value()->dense_features();
-  for (auto& body : batch64) {
-    auto p = parse_predict_request(body, limits);
-    if (!p.error.empty()) {
-      std::fprintf(stderr, "serve_bench: %s\n", p.error.c_str());
-      return 1;
+  std::map<std::string, std::vector<double>> fig;
+  if (!only.empty()) {
+    std::map<std::string, std::pair<const std::vector<std::string>*, int>> phases = {
+      {"bin1", {&bin1, 1}},
+      {"bin64", {&bin64, 64}},
+      {"v2json64", {&v2json64, 64}},
+      {"json1", {&json1, 1}},
+      {"json64", {&json64, 64}}};
+    auto it = phases.find(only);
+    if (it == phases.end()) {
+      std::fprintf(stderr, "serve_bench: unknown phase %s\n", only.c_str());
+      return 2;
     }
-    inputs.push_back(std::move(p.input));
+    print_phase(only.c_str(), k, load(port, *it->second.first, it->second.second, k, seconds));
+    server.stop();
+    return 0;
   }
-  std::atomic<int64_t> scored{0};
-  auto start = clock_type::now();
-  auto end = start + std::chrono::duration<double>(seconds);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      model_scorer scorer(model.value());
-      std::vector<float> logits(64);
-      size_t i = static_cast<size_t>(w);
-      int64_t n = 0;
-      while (clock_type::now() < end) {
-        auto& in = inputs[i++ % inputs.size()];
-        scorer.score(in.size, in.offsets, in.ids, in.dense, logits.data());
-        n += in.size;
-      }
-      scored += n;
-    });
-  for (auto& t : threads)
-    t.join();
-  double secs = std::chrono::duration<double>(clock_type::now() - start).count();
-  double inproc = static_cast<double>(scored.load()) / secs;
-  std::printf("phase=inprocess threads=%d instances_per_s=%.0f\n", workers, inproc);
-  std::printf(
-    "qps=%.0f p50_ms=%.3f p99_ms=%.3f instances_per_s=%.0f inprocess_ratio=%.3f "
-    "single_max_qps=%.0f half_load_qps=%.0f half_load_p99_ms=%.3f\n",
-    b64.qps, b64.p50_ms, b64.p99_ms, b64.instances_per_s, b64.instances_per_s / inproc, one.qps,
-    half.qps, half.p99_ms);
-  return 0;
+  load(port, bin1, 1, k, 0.5);  // warm up
+  load(port, json1, 1, k, 0.3);
+  // Each 64-instance phase sits between two in-process runs; its ratio is against their mean, so
+  // that a shared machine's load, which moves over seconds, weighs on both sides alike.
+  for (int round = 0; round < rounds; ++round) {
+    double in0 = inprocess();
+    auto b64 = load(port, bin64, 64, k, seconds);
+    print_phase("bin64", k, b64);
+    double in1 = inprocess();
+    auto v2j = load(port, v2json64, 64, k, seconds);
+    print_phase("v2json64", k, v2j);
+    double in2 = inprocess();
+    auto j64 = load(port, json64, 64, k, seconds);
+    print_phase("json64", k, j64);
+    double in3 = inprocess();
+    std::printf("phase=inprocess threads=%d instances_per_s=%.0f %.0f %.0f %.0f\n", workers, in0,
+                in1, in2, in3);
+    auto b1 = load(port, bin1, 1, k, seconds);
+    print_phase("bin1", k, b1);
+    double half_rate = b1.qps / 2;
+    auto bh = load(port, bin1, 1, k, seconds, half_rate > 0 ? k / half_rate : 0.01);
+    print_phase("binhalf", k, bh, half_rate);
+    auto j1 = load(port, json1, 1, k, seconds);
+    print_phase("json1", k, j1);
+    double jhalf_rate = j1.qps / 2;
+    auto jh = load(port, json1, 1, k, seconds, jhalf_rate > 0 ? k / jhalf_rate : 0.01);
+    print_phase("jsonhalf", k, jh, jhalf_rate);
+    double r_bin = b64.instances_per_s / ((in0 + in1) / 2);
+    double r_v2j = v2j.instances_per_s / ((in1 + in2) / 2);
+    double r_json = j64.instances_per_s / ((in2 + in3) / 2);
+    std::printf(
+      "round=%d inprocess_ratio=%.3f json_inprocess_ratio=%.3f "
+      "v2json_inprocess_ratio=%.3f half_load_p99_ms=%.3f\n",
+      round, r_bin, r_json, r_v2j, bh.p99_ms);
+    std::fflush(stdout);
+    fig["inprocess_ratio"].push_back(r_bin);
+    fig["json_inprocess_ratio"].push_back(r_json);
+    fig["v2json_inprocess_ratio"].push_back(r_v2j);
+    fig["bin64_qps"].push_back(b64.qps);
+    fig["bin64_p99_ms"].push_back(b64.p99_ms);
+    fig["json64_qps"].push_back(j64.qps);
+    fig["bin1_max_qps"].push_back(b1.qps);
+    fig["half_load_qps"].push_back(bh.qps);
+    fig["half_load_p99_ms"].push_back(bh.p99_ms);
+    fig["json_half_load_p99_ms"].push_back(jh.p99_ms);
+    fig["inprocess_instances_per_s"].push_back((in0 + in1 + in2 + in3) / 4);
+    fig["errors"].push_back(static_cast<double>(b1.errors + b64.errors + bh.errors + v2j.errors
+                                                + j1.errors + j64.errors + jh.errors));
+  }
+  server.stop();
+  std::printf("connections_closed_by_server=%lld\n",
+              static_cast<long long>(raw_client::closed_by_server.load()));
+  std::printf("rounds=%d", rounds);
+  for (const char* key :
+       {"inprocess_ratio", "json_inprocess_ratio", "v2json_inprocess_ratio", "bin64_qps",
+        "bin64_p99_ms", "json64_qps", "bin1_max_qps", "half_load_qps", "half_load_p99_ms",
+        "json_half_load_p99_ms", "inprocess_instances_per_s", "errors"})
+    std::printf(" %s=%.3f", key, median(fig[key]));
+  std::printf("\n");
+  double errors = 0;
+  for (double e : fig["errors"])
+    errors += e;
+  return errors > 0 ? 1 : 0;  // a request that failed is a bug, not a figure
 }
