@@ -51,6 +51,20 @@ struct embedding_counters {
   uint64_t updates = 0;                 // rows stepped by the optimizer
   uint64_t not_admitted_lookups = 0;    // lookups answered with the initial row (no row made)
   uint64_t not_admitted_gradients = 0;  // gradient rows dropped because their id has no row
+  uint64_t tier_loads = 0;              // rows brought back from the cold tier (row_tier)
+};
+
+// The cold tier under a table (models/tier/tiered_table.hpp): with one set, a row CLOCK evicts is
+// handed to `evicted` (weights and optimizer state, not logged as erased: it still exists), and an
+// id absent from RAM asks `fetch` first; a row the tier holds is admitted whatever the admission
+// policy (it already exists). Both are called from inside lookup / update, on the owner's thread.
+class row_tier {
+ public:
+  virtual ~row_tier() = default;
+  // Fills `row` (layout().stride bytes) and answers true when the tier holds `id`'s row.
+  virtual bool fetch(uint64_t id, std::byte* row) = 0;
+  // `id`'s row leaves RAM; `row` is valid during the call only.
+  virtual void evicted(uint64_t id, const std::byte* row) = 0;
 };
 
 class embedding_table {
@@ -67,6 +81,13 @@ class embedding_table {
   void set_schedule_step(int64_t step);
 
   size_t size() const { return index_.size(); }
+  bool contains(uint64_t id) const { return index_.find(id) != row_index::npos; }
+  // Appends to `out` the ids of `ids` that hold no row in RAM (index lines prefetched ahead).
+  void absent(std::span<const uint64_t> ids, std::vector<uint64_t>& out) const;
+  // The weights of a row given as bytes (layout().stride, as snapshots and the tier hold it).
+  void weights_of(const std::byte* row, float* out) const;
+  // The cold tier (not owned; nullptr: none). Needs eviction clock; set before the first row.
+  void set_tier(row_tier* tier);
   const embedding_options& options() const { return options_; }
   const row_layout& layout() const { return layout_; }
   embedding_counters counters() const;
@@ -98,7 +119,9 @@ class embedding_table {
   void clear();  // no rows; counters other than rows and bytes are kept
 
  private:
-  uint32_t admit(uint64_t id, uint64_t hash, bool sighting, std::span<const uint32_t> pinned);
+  // create false: only a row the tier holds is brought back (an update without admission all).
+  uint32_t admit(uint64_t id, uint64_t hash, bool sighting, std::span<const uint32_t> pinned,
+                 bool create = true);
   bool admitted(uint64_t id, bool sighting);
   uint32_t allocate_row(std::span<const uint32_t> pinned);  // npos when full and not evicting
   uint32_t evict_one(std::span<const uint32_t> pinned);
@@ -128,6 +151,9 @@ class embedding_table {
   uint64_t snapshot_sequence_ = 0;
   mutable embedding_counters counters_;
   mutable std::vector<float> scratch_;  // one fp32 row (fp16 tables)
+  row_tier* tier_ = nullptr;
+  std::vector<std::byte> tier_row_;   // an evicted row's bytes, to the tier
+  std::vector<std::byte> tier_load_;  // a fetched row's bytes, from the tier
 };
 
 }  // namespace satrap
