@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 namespace satrap {
@@ -107,17 +108,32 @@ bool embedding_table::admitted(uint64_t id, bool sighting) {
   return false;
 }
 
+// The hand visits the index's slots in a scattered order (slot = k * step mod slots, step coprime
+// with slots), not slot by slot: a hand sweeping in slot order empties the slots just behind it
+// while inserts land everywhere, so the slots ahead of it fill towards twice the mean load and
+// linear probing's clusters there grew without bound under churn (measured: a table of 24,758
+// rows fed 80,000 new ids took minutes, overflow counts of 300 at 0.85 mean load). Scattered,
+// evictions thin every bucket alike and the load stays the mean everywhere.
 uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
-  size_t guard = 3 * index_.slots();
+  const size_t slots = index_.slots();
+  if (hand_slots_ != slots) {  // the step for this many slots: near slots / phi, coprime
+    hand_slots_ = slots;
+    hand_step_ =
+      std::max<size_t>(1, static_cast<size_t>(static_cast<double>(slots) * 0.6180339887));
+    while (std::gcd(hand_step_, slots) != 1)
+      ++hand_step_;
+    hand_ %= slots;
+  }
+  size_t guard = 3 * slots;
   for (;;) {
     if (guard-- == 0) {  // a bug, not an input error: every row pinned
       std::fprintf(stderr, "embedding_table: CLOCK found no victim among %zu rows\n",
                    index_.size());
       std::abort();
     }
-    if (hand_ >= index_.slots())
+    size_t s = static_cast<size_t>((static_cast<unsigned __int128>(hand_) * hand_step_) % slots);
+    if (++hand_ == slots)
       hand_ = 0;
-    size_t s = hand_++;
     uint32_t r = index_.row_at(s);
     if (r == row_index::npos || std::find(pinned.begin(), pinned.end(), r) != pinned.end())
       continue;
@@ -130,8 +146,7 @@ uint32_t embedding_table::evict_one(std::span<const uint32_t> pinned) {
       slabs_.copy_out(r, tier_row_.data());
       tier_->evicted(id, tier_row_.data());
     }
-    index_.erase_slot(s);
-    hand_ = s;  // an entry shifted into s has not been looked at yet
+    index_.erase_slot(s);  // an entry shifted into s is seen when the hand comes round again
     if (log_evictions_ && tier_ == nullptr)
       evicted_log_.push_back(id);
     ++counters_.evictions;

@@ -141,11 +141,12 @@ class embedding_table {
   const sparse_kernels* kernels_;
   row_index index_;
   row_slabs slabs_;
-  uint32_t rows_made_ = 0;                // rows ever handed out (fresh rows come from here)
-  std::vector<uint32_t> free_rows_;       // rows freed by restore_erase
-  size_t hand_ = 0;                       // CLOCK hand: an index slot
-  std::vector<count_min_sketch> sketch_;  // one when admission is count_min
-  uint64_t coin_ = 0;                     // admission=probability: splitmix64 state
+  uint32_t rows_made_ = 0;                 // rows ever handed out (fresh rows come from here)
+  std::vector<uint32_t> free_rows_;        // rows freed by restore_erase
+  size_t hand_ = 0;                        // CLOCK hand: the k-th slot of the scattered order
+  size_t hand_step_ = 1, hand_slots_ = 0;  // the order: slot = k * hand_step_ mod hand_slots_
+  std::vector<count_min_sketch> sketch_;   // one when admission is count_min
+  uint64_t coin_ = 0;                      // admission=probability: splitmix64 state
   std::vector<uint64_t> evicted_log_;
   bool log_evictions_ = false;  // after the first snapshot
   uint64_t snapshot_sequence_ = 0;

@@ -122,8 +122,7 @@ figures run(cold_store_kind kind, const std::string& root, uint64_t rows, size_t
         int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
         ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
         std::vector<char> buf(1 << 20);
-        while (::read(fd, buf.data(), buf.size()) > 0) {
-        }
+        while (::read(fd, buf.data(), buf.size()) > 0) {}
         ::close(fd);
       }
   f.read_warm = reads(std::min<uint64_t>(rows, 400000));
