@@ -14,6 +14,7 @@
 #pragma once
 
 #include "models/result.hpp"
+#include "models/tier/tier_options.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +23,6 @@
 #include <string>
 
 namespace satrap {
-
-enum class cold_store_kind { rocksdb, slot_file };
 
 struct cold_store_counters {
   uint64_t asked = 0;          // ids asked for by get

@@ -34,13 +34,6 @@
 
 namespace satrap {
 
-struct tier_options {
-  cold_store_kind kind = cold_store_kind::rocksdb;
-  std::string path;         // the cold store's folder (made when missing; its parent must exist)
-  uint64_t ram_budget = 0;  // bytes for the RAM tier: rows, index, staged and pending rows
-  size_t prefetch_batches = 4;  // prefetched batches kept staged at most (older ones dropped)
-};
-
 struct tier_counters {
   uint64_t hits = 0;           // ids of lookups and updates found in RAM
   uint64_t misses = 0;         // ids absent from RAM

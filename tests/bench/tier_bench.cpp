@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
     size_t rss0 = rss_kib();
     tier_options t;
-    t.kind = kind;
+    t.kind = tier_kind::ssd;
+    t.store = kind;
     t.path = dir;
     t.ram_budget = budget;
     outcome o;

@@ -123,7 +123,8 @@ TEST_CASE("tier: a tiny RAM budget gives the rows of an all-in-RAM table, bit fo
         auto options = tier_test_options(opt, precision);
         embedding_table ref(options);
         tier_options t;
-        t.kind = kind;
+        t.kind = tier_kind::ssd;
+        t.store = kind;
         t.path = dir.sub("tier");
         t.ram_budget = 200 * (row_layout::of(options).stride + 16);  // ~170 rows of ~2000 seen
         auto tier = tiered_table::open(options, t);
@@ -159,7 +160,8 @@ TEST_CASE("tier: checkpoint and restore keep every row and its optimizer state")
     auto options = tier_test_options(sparse_optimizer_kind::adagrad, weight_precision::fp32);
     embedding_table ref(options);
     tier_options t;
-    t.kind = kind;
+    t.kind = tier_kind::ssd;
+    t.store = kind;
     t.path = dir.sub("tier");
     t.ram_budget = 200 * (row_layout::of(options).stride + 16);
     {
@@ -196,7 +198,7 @@ TEST_CASE("tier: a write that fails (file size limit) is reported and loses noth
   auto options = tier_test_options(sparse_optimizer_kind::adagrad, weight_precision::fp32);
   embedding_table ref(options);
   tier_options t;
-  t.kind = cold_store_kind::slot_file;  // RocksDB turns read-only after a failed flush
+  t.store = cold_store_kind::slot_file;  // RocksDB turns read-only after a failed flush
   t.path = dir.sub("tier");
   t.ram_budget = 200 * (row_layout::of(options).stride + 16);
   auto tier = tiered_table::open(options, t);
@@ -244,7 +246,7 @@ TEST_CASE("tier: a write that fails (file size limit) is reported and loses noth
 TEST_CASE("tier: a missing tier folder, a kind not compiled in, eviction none") {
   auto options = tier_test_options(sparse_optimizer_kind::adagrad, weight_precision::fp32);
   tier_options t;
-  t.kind = cold_store_kind::slot_file;
+  t.store = cold_store_kind::slot_file;
   t.path = "/nonexistent-satrap-dir/tier";
   t.ram_budget = 1 << 20;
   auto missing = tiered_table::open(options, t);
@@ -253,14 +255,14 @@ TEST_CASE("tier: a missing tier folder, a kind not compiled in, eviction none") 
   CHECK(missing.error().find("/nonexistent-satrap-dir/tier") != std::string::npos);
   CHECK(missing.error().find("No such file or directory") != std::string::npos);
   if (!cold_store_available(cold_store_kind::rocksdb)) {
-    t.kind = cold_store_kind::rocksdb;
+    t.store = cold_store_kind::rocksdb;
     auto absent = tiered_table::open(options, t);
     REQUIRE(!absent.ok());
     CHECK(absent.error().find("not compiled in") != std::string::npos);
   }
   options.eviction = eviction_kind::none;
   temp_dir dir("none");
-  t.kind = cold_store_kind::slot_file;
+  t.store = cold_store_kind::slot_file;
   t.path = dir.sub("tier");
   auto none = tiered_table::open(options, t);
   REQUIRE(!none.ok());
