@@ -347,21 +347,38 @@ result<ok_t> tiered_table::flush() {
     writing_at_.clear();
   }
   failed_.clear();
-  auto j = std::make_shared<job>();
-  j->kind = job::write;
+  // In writes of at most `chunk` rows: a copy of every RAM row at once would double the RAM tier.
+  constexpr size_t chunk = 16384;
+  std::shared_ptr<job> j;
+  std::string error;
+  auto send = [&](bool last) {
+    if (j != nullptr && (last || j->ids.size() >= chunk)) {
+      wait_for(submit(j));
+      if (!j->error.empty() && error.empty())
+        error = j->error;
+      j.reset();
+    }
+    if (j == nullptr && !last) {
+      j = std::make_shared<job>();
+      j->kind = job::write;
+    }
+  };
+  send(false);
   for (size_t i = 0; i < pending_ids_.size(); ++i)
     if (!table_.contains(pending_ids_[i])) {
       j->ids.push_back(pending_ids_[i]);
       j->rows.insert(j->rows.end(), pending_rows_.begin() + i * stride_,
                      pending_rows_.begin() + (i + 1) * stride_);
+      send(false);
     }
   table_.for_each_row(false, [&](uint64_t id, const std::byte* row) {
     j->ids.push_back(id);
     j->rows.insert(j->rows.end(), row, row + stride_);
+    send(false);
   });
-  wait_for(submit(j));
-  if (!j->error.empty())  // the rows stay where they were (RAM and pending)
-    return make_model_error(j->error);
+  send(true);
+  if (!error.empty())  // the rows stay where they were (RAM and pending)
+    return make_model_error(error);
   pending_ids_.clear();
   pending_rows_.clear();
   pending_at_.clear();
