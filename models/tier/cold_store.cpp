@@ -2,6 +2,7 @@
 // cold_store_slot_file.cpp.
 #include "models/tier/cold_store.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -23,8 +24,8 @@ result<std::unique_ptr<cold_store>> open_slot_file_store(const std::string& dir,
 namespace {
 
 #ifdef SATRAP_HAVE_ROCKSDB
-constexpr size_t block_cache_bytes = size_t{8} << 20;    // counted in ram_bytes
-constexpr size_t write_buffer_bytes = size_t{16} << 20;  // one memtable
+constexpr uint64_t block_cache_max = uint64_t{8} << 20;    // counted in ram_bytes
+constexpr uint64_t write_buffer_max = uint64_t{16} << 20;  // one memtable
 
 void key_of(uint64_t id, char* key) {  // big-endian: ids sort as numbers
   for (int b = 0; b < 8; ++b)
@@ -110,16 +111,20 @@ class rocksdb_store final : public cold_store {
   std::vector<char> keys_;
 };
 
-result<std::unique_ptr<cold_store>> open_rocksdb_store(const std::string& dir, size_t stride) {
+result<std::unique_ptr<cold_store>> open_rocksdb_store(const std::string& dir, size_t stride,
+                                                       uint64_t ram_budget) {
+  const uint64_t budget = ram_budget == 0 ? ~uint64_t{0} : ram_budget;
+  const uint64_t write_buffer = std::clamp(budget / 32, uint64_t{1} << 20, write_buffer_max);
+  const uint64_t block_cache = std::clamp(budget / 64, uint64_t{1} << 20, block_cache_max);
   rocksdb::Options options;
   options.create_if_missing = true;
   options.compression = rocksdb::kNoCompression;
-  options.write_buffer_size = write_buffer_bytes;
+  options.write_buffer_size = write_buffer;
   options.max_write_buffer_number = 2;
   options.max_background_jobs = 2;
   options.max_open_files = 512;
   rocksdb::BlockBasedTableOptions table;
-  auto cache = rocksdb::NewLRUCache(block_cache_bytes);
+  auto cache = rocksdb::NewLRUCache(block_cache);
   table.block_cache = cache;
   table.block_size = 4096;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -150,7 +155,7 @@ bool cold_store_available(cold_store_kind kind) {
 }
 
 result<std::unique_ptr<cold_store>> open_cold_store(cold_store_kind kind, const std::string& dir,
-                                                    size_t stride) {
+                                                    size_t stride, uint64_t ram_budget) {
   if (!cold_store_available(kind))
     return make_input_error(std::string("embedding.tier: the ") + cold_store_kind_name(kind)
                             + " cold store is not compiled in (install librocksdb-dev and build "
@@ -160,8 +165,9 @@ result<std::unique_ptr<cold_store>> open_cold_store(cold_store_kind kind, const 
   if (kind == cold_store_kind::slot_file)
     return open_slot_file_store(dir, stride);
 #ifdef SATRAP_HAVE_ROCKSDB
-  return open_rocksdb_store(dir, stride);
+  return open_rocksdb_store(dir, stride, ram_budget);
 #else
+  (void)ram_budget;
   return make_model_error("unreachable");
 #endif
 }

@@ -55,7 +55,9 @@ class cold_store {
 const char* cold_store_kind_name(cold_store_kind kind);
 bool cold_store_available(cold_store_kind kind);  // rocksdb: compiled in
 // Opens (or creates) the store in folder `dir` (created when missing, its parent must exist).
+// `ram_budget` (bytes, 0: the largest) sizes RocksDB's memtables (two of budget / 32) and block
+// cache (budget / 64), at most 16 and 8 MiB: about 8% of the budget, within the tier's reserve.
 result<std::unique_ptr<cold_store>> open_cold_store(cold_store_kind kind, const std::string& dir,
-                                                    size_t stride);
+                                                    size_t stride, uint64_t ram_budget = 0);
 
 }  // namespace satrap

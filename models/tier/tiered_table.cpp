@@ -35,7 +35,8 @@ result<std::unique_ptr<tiered_table>> tiered_table::open(embedding_options optio
   if (tier.ram_budget == 0)
     return make_input_error("embedding.tier.ram_budget: expected a size > 0");
   options.capacity = ram_rows(options, tier.ram_budget);
-  auto cold = open_cold_store(tier.store, tier.path, row_layout::of(options).stride);
+  auto cold =
+    open_cold_store(tier.store, tier.path, row_layout::of(options).stride, tier.ram_budget);
   if (!cold)
     return cold.failure();
   return std::unique_ptr<tiered_table>(new tiered_table(options, tier, std::move(*cold)));
