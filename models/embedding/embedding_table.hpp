@@ -11,8 +11,10 @@
 // (8 more bytes per row with 32-bit links, and a write to two other rows on every hit), which
 // alone would spend half the memory budget, and its pointer chasing defeats the batched
 // prefetching. CLOCK needs one `referenced` bit per row, set on every hit (it lives in the index
-// bucket the lookup already holds, written only when not yet set); the hand sweeps the index's
-// slots, clears set bits and evicts the first row it finds clear.
+// bucket the lookup already holds, written only when not yet set); the hand visits the index's
+// slots in a scattered order (k x step mod slots: a hand in slot order let linear probing's
+// clusters grow without bound under churn), clears set bits and evicts the first row it finds
+// clear. With a row_tier set, an evicted row goes to the tier (LRU was not measured: CLOCK kept).
 //
 // Admission: a lookup of an unseen id creates its row only when admitted (see embedding_options);
 // otherwise it reads as the initial row. An update of an absent id creates its row when
