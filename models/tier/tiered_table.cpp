@@ -87,6 +87,8 @@ void tiered_table::worker_loop() {
       std::lock_guard lock(mu_);
       if (!r)
         j->error = r.error();
+      cold_seen_ = cold_->counters();  // the owner reads these copies, never the store's own
+      cold_ram_ = cold_->ram_bytes();
       queue_.pop_front();
       done_ = j->seq;
     }
@@ -401,9 +403,13 @@ result<ok_t> tiered_table::checkpoint(const std::string& dir) {
 
 tier_counters tiered_table::counters() const {
   tier_counters c = counters_;
-  // The worker's counters are read between jobs only in tests and metrics: a torn read of a
-  // counter is harmless, the store's own fields are plain integers.
-  const cold_store_counters& cold = cold_->counters();
+  cold_store_counters cold;
+  uint64_t cold_ram = 0;
+  {
+    std::lock_guard lock(mu_);
+    cold = cold_seen_;
+    cold_ram = cold_ram_;
+  }
   c.bytes_read = cold.bytes_read;
   c.bytes_written = cold.bytes_written;
   c.rows_written = cold.rows_written;
@@ -411,8 +417,7 @@ tier_counters tiered_table::counters() const {
   for (const auto& [seq, j] : reads_)
     staged_bytes += j->rows.capacity() + j->ids.capacity() * 8;
   c.ram_bytes = table_.counters().bytes + staged_bytes + pending_rows_.capacity()
-                + (writing_ ? writing_->rows.capacity() : 0) + staged_.size() * 32
-                + cold_->ram_bytes();
+                + (writing_ ? writing_->rows.capacity() : 0) + staged_.size() * 32 + cold_ram;
   return c;
 }
 

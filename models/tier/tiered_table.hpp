@@ -117,7 +117,9 @@ class tiered_table final : private row_tier {
   tier_counters counters_;
 
   // The worker: jobs in order; done_ is the sequence number of the last one finished.
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  cold_store_counters cold_seen_;  // the cold store's counters after the last job (under mu_)
+  uint64_t cold_ram_ = 0;          // its ram_bytes() then (under mu_)
   std::condition_variable cv_;
   std::deque<std::shared_ptr<job>> queue_;
   uint64_t next_seq_ = 0;
