@@ -334,6 +334,11 @@ result<ok_t> tiered_table::peek(std::span<const uint64_t> ids, float* out) {
     if (found)
       table_.weights_of(row.data(), out + i * dim);
   }
+  // The rows read for this call only go (a prefetch's stay for the lookup they were made for):
+  // an evaluation's reads would otherwise stay staged until their ids were trained.
+  for (uint64_t id : missing_)
+    if (auto it = staged_.find(id); it != staged_.end() && !reads_.at(it->second.seq)->prefetch)
+      drop_staged(id);
   return after_call();
 }
 
