@@ -30,6 +30,7 @@ packages=(build-essential cmake ccache pkg-config git
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
+          librocksdb-dev        # the SSD tier's RocksDB cold store (models/tier/cold_store.hpp)
           chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
           # Deployment: the image and the container test (podman with runc, the local pause
           # image needs catatonit; debootstrap makes the base image).

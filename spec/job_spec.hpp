@@ -16,6 +16,7 @@
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/embedding/pooling.hpp"
+#include "models/tier/tier_options.hpp"
 #include "spec/knobs.hpp"
 
 #include <caf/error.hpp>
@@ -32,7 +33,8 @@ struct model_spec {
   pooling pool = pooling::sum;  // how a bag of ids becomes one vector
   dense_optimizer_options dense;  // dense optimizer (synchronous, all-reduced)
   embedding_options embedding;    // sparse optimizer and initialiser; dim follows network.dim
-  std::string file;  // model.type torchscript: the module's file (its bytes: network.torchscript)
+  tier_options tier;  // model.embedding.tier: the SSD tier under each shard (models/tier/)
+  std::string file;   // model.type torchscript: the module's file (its bytes: network.torchscript)
 };
 
 // Where a job's batches come from: the synthetic teacher, or files of one format.

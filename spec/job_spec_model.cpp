@@ -5,7 +5,9 @@
 #include "models/reference_trainer.hpp"
 #include "runtime/base64.hpp"
 #include "runtime/text_file.hpp"
+#include "models/tier/cold_store.hpp"
 #include "spec/job_spec_fields.hpp"
+#include "spec/manifest.hpp"
 
 namespace satrap::job_spec_detail {
 
@@ -165,8 +167,56 @@ std::vector<job_field> model_fields() {
     SATRAP_ENUM_FIELD("model.embedding.simd", "",
                       "store kernels: auto (AVX2 when present) or scalar", model.embedding.simd,
                       {"auto", simd_choice::automatic}, {"scalar", simd_choice::scalar}),
+    SATRAP_ENUM_FIELD("model.embedding.tier.kind", "embedding-tier",
+                      "none (every row in RAM) or ssd (hot rows in RAM, the rest on local disk)",
+                      model.tier.kind, {"none", tier_kind::none}, {"ssd", tier_kind::ssd}),
+    SATRAP_ENUM_FIELD("model.embedding.tier.store", "embedding-tier-store",
+                      "tier ssd: the cold store, rocksdb or slot_file (tests/bench/README.md)",
+                      model.tier.store, {"rocksdb", cold_store_kind::rocksdb},
+                      {"slot_file", cold_store_kind::slot_file}),
+    SATRAP_STRING_FIELD("model.embedding.tier.path", "embedding-tier-path",
+                        "tier ssd: folder of the cold rows (shard k uses PATH/shard-k)",
+                        model.tier.path),
+    job_field{"model.embedding.tier.ram_budget", "embedding-tier-ram",
+              "tier ssd: RAM per shard for hot rows, e.g. 1GiB",
+              [](job_spec& s, const std::string& t) {
+                if (!parse_bytes(t, s.model.tier.ram_budget))
+                  return std::string("a size such as 512MiB or 2GiB");
+                return std::string{};
+              },
+              [](const job_spec& s) { return std::to_string(s.model.tier.ram_budget); }},
   };
 }
+
+namespace {
+
+// model.embedding.tier: what the tier needs, checked before any shard starts.
+caf::error tier_finalize(const job_spec& spec) {
+  const tier_options& tier = spec.model.tier;
+  if (tier.kind == tier_kind::none)
+    return {};
+  if (!cold_store_available(tier.store))
+    return bad_spec(std::string("model.embedding.tier.store: ") + cold_store_kind_name(tier.store)
+                    + " is not compiled into this build (librocksdb-dev was missing: ops/setup.sh "
+                      "installs it); expected slot_file, or a build with RocksDB");
+  if (tier.path.empty())
+    return bad_spec("model.embedding.tier.path: tier ssd needs a folder on local disk");
+  if (tier.ram_budget == 0)
+    return bad_spec("model.embedding.tier.ram_budget: tier ssd needs a RAM budget, e.g. 1GiB");
+  if (spec.model.embedding.eviction != eviction_kind::clock || spec.model.embedding.capacity != 0)
+    return bad_spec(
+      "model.embedding.capacity / eviction: tier ssd sets the shard's capacity from its "
+      "ram_budget and evicts to disk; expected capacity 0 and eviction clock");
+  if (!spec.checkpoint.dir.empty() || !spec.checkpoint.resume_from.empty()
+      || spec.training.early_stopping.patience > 0)
+    return bad_spec(
+      "model.embedding.tier: checkpoints (checkpoint.dir, resume_from, early stopping) of a job "
+      "with the SSD tier are not built yet (the tier's own checkpoint is: tiered_table); expected "
+      "none of them");
+  return {};
+}
+
+}  // namespace
 
 namespace {
 
@@ -208,6 +258,8 @@ caf::error torchscript_finalize(job_spec& spec) {
 
 // Runs after data_finalize has set the network's slots and dense features from the data.
 caf::error model_finalize(job_spec& spec) {
+  if (auto err = tier_finalize(spec))
+    return err;
   auto& net = spec.model.network;
   // The default job's settings (reference_trainer.hpp: a linear top over dot_cat, the dense
   // weights' average) are the CPU DLRM's. Another model type, or training.device cuda (whose DLRM

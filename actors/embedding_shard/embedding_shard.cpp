@@ -1,6 +1,7 @@
 #include "actors/embedding_shard/embedding_shard.hpp"
 
 #include "models/embedding/embedding_snapshot.hpp"
+#include "models/tier/tiered_table.hpp"
 #include "runtime/actor_meter.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payload_checks.hpp"
@@ -24,7 +25,8 @@ std::string ledger_path(const std::string& root, uint64_t sequence, int32_t shar
 
 struct shard_state {
   embedding_shard_config config;
-  std::unique_ptr<embedding_table> table;
+  std::unique_ptr<embedding_table> table;  // the rows (no tier)
+  std::unique_ptr<tiered_table> tier;      // or the rows with the SSD tier
   shard_stats stats;
   meter_handle meter;                  // for the status endpoint
   int64_t max_lookup_step = -1;        // furthest training step looked up here
@@ -38,6 +40,13 @@ caf::error shard_refuse(const shard_state& st, const char* what, const caf::erro
                 error_text(e));
   return make_error(errc::invalid_payload,
                     "shard " + std::to_string(st.config.shard) + ": " + error_text(e));
+}
+
+// A tier's disk failed (a full disk, a failed read): the request did nothing and may be repeated.
+caf::error tier_failed(const shard_state& st, const char* what, const std::string& why) {
+  spdlog::error("shard_tier_failed shard={} request={} error=\"{}\"", st.config.shard, what, why);
+  return make_error(errc::io_failure,
+                    "shard " + std::to_string(st.config.shard) + ": SSD tier: " + why);
 }
 
 // The rows are written by the store straight into the reply's Data blob, which lies inside the
@@ -54,6 +63,15 @@ caf::result<capnp_payload> shard_lookup(shard_state& st, const capnp_payload& re
   out.setBatch(req->batch);
   out.setDim(static_cast<uint32_t>(dim));
   auto* rows = reinterpret_cast<float*>(out.initRows(row_bytes).begin());
+  if (st.tier) {
+    auto done = req->read_only ? st.tier->peek(ids, rows) : st.tier->lookup(ids, rows);
+    if (!done)
+      return tier_failed(st, "lookup", done.error());
+    if (!req->read_only)
+      st.max_lookup_step = std::max(st.max_lookup_step, req->batch / st.config.trainers);
+    st.stats.lookups += static_cast<int64_t>(ids.size());
+    return mb.finish();
+  }
   if (req->read_only) {
     st.table->peek(ids, rows);
   } else {
@@ -73,9 +91,17 @@ caf::result<int64_t> shard_update(shard_state& st, const capnp_payload& request)
     return shard_refuse(st, "update", req.error());
   auto ids = req->ids;
   auto& sched = st.config.embedding.schedule;
-  if (sched.kind != lr_schedule_kind::constant || sched.warmup_steps > 0)
-    st.table->set_schedule_step(req->batch / std::max(st.config.trainers, 1));
-  st.table->update(ids, req->grads.data());
+  const bool scheduled = sched.kind != lr_schedule_kind::constant || sched.warmup_steps > 0;
+  if (st.tier) {
+    if (scheduled)
+      st.tier->set_schedule_step(req->batch / std::max(st.config.trainers, 1));
+    if (auto done = st.tier->update(ids, req->grads.data()); !done)
+      return tier_failed(st, "update", done.error());
+  } else {
+    if (scheduled)
+      st.table->set_schedule_step(req->batch / std::max(st.config.trainers, 1));
+    st.table->update(ids, req->grads.data());
+  }
   st.stats.updates += static_cast<int64_t>(ids.size());
   auto step = req->batch / st.config.trainers;
   if (st.max_lookup_step > step + st.config.staleness) {
@@ -90,7 +116,17 @@ caf::result<int64_t> shard_update(shard_state& st, const capnp_payload& request)
 
 shard_stats shard_stats_now(const shard_state& st) {
   auto s = st.stats;
-  auto c = st.table->counters();
+  auto c = st.tier ? st.tier->ram().counters() : st.table->counters();
+  if (st.tier) {
+    tier_counters t = st.tier->counters();
+    s.tier_hits = static_cast<int64_t>(t.hits);
+    s.tier_misses = static_cast<int64_t>(t.misses);
+    s.tier_cold_hits = static_cast<int64_t>(t.cold_hits);
+    s.tier_prefetch_hits = static_cast<int64_t>(t.prefetch_hits);
+    s.tier_bytes_read = static_cast<int64_t>(t.bytes_read);
+    s.tier_bytes_written = static_cast<int64_t>(t.bytes_written);
+    s.tier_ram_bytes = static_cast<int64_t>(t.ram_bytes);
+  }
   s.rows = static_cast<int64_t>(c.rows);
   s.bytes = static_cast<int64_t>(c.bytes);
   s.admissions = static_cast<int64_t>(c.admissions);
@@ -106,6 +142,9 @@ shard_stats shard_stats_now(const shard_state& st) {
 
 caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::string& root,
                                                 uint64_t sequence, bool full) {
+  if (st.tier)
+    return make_error(errc::invalid_config, "shard " + std::to_string(st.config.shard)
+                                              + ": snapshots with the SSD tier are not built yet");
   auto& files = *st.config.environment;
   auto info =
     snapshot_write_shard(*st.table, root, sequence, static_cast<uint32_t>(st.config.shard),
@@ -129,6 +168,9 @@ caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::stri
 }
 
 caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uint64_t sequence) {
+  if (st.tier)
+    return make_error(errc::invalid_config, "shard " + std::to_string(st.config.shard)
+                                              + ": restore with the SSD tier is not built yet");
   auto map = partition_map::uniform(static_cast<uint32_t>(st.config.partitions),
                                     static_cast<uint32_t>(st.config.shards));
   auto me = static_cast<uint32_t>(st.config.shard);
@@ -167,10 +209,21 @@ embedding_shard_actor::behavior_type shard_behavior(
   });
   auto& st = self->state;
   st.config = std::move(config);
-  st.table = std::make_unique<embedding_table>(st.config.embedding);
+  if (st.config.tier.kind == tier_kind::ssd) {
+    tier_options t = st.config.tier;
+    t.path += "/shard-" + std::to_string(st.config.shard);
+    auto tier = tiered_table::open(st.config.embedding, t);
+    if (!tier)  // the actor fails with the cause (a missing folder, RocksDB not compiled in)
+      throw std::runtime_error("SSD tier: " + tier.error());
+    st.tier = std::move(*tier);
+    st.table = nullptr;
+  } else {
+    st.table = std::make_unique<embedding_table>(st.config.embedding);
+  }
   st.stats.shard = st.config.shard;
-  spdlog::debug("shard_started shard={} dim={} kernels={}", st.config.shard,
-                st.config.embedding.dim, st.table->kernels_name());
+  spdlog::debug("shard_started shard={} dim={} kernels={} tier={}", st.config.shard,
+                st.config.embedding.dim, (st.tier ? st.tier->ram() : *st.table).kernels_name(),
+                st.tier != nullptr);
   st.meter = meter_handle("embedding_shard", st.config.shard, st.config.job);
   return {
     [self](lookup_atom, const capnp_payload& req) {

@@ -13,6 +13,9 @@
 //   restore(root, seq)         -> rows restored: loads snapshot `seq` (and its parents) keeping
 //                                 the ids this shard owns now (any shard count can restore any).
 // Files (snapshots, the audit ledger) go through config.environment (models/env.hpp).
+// With the SSD tier (config.tier) the rows live in models/tier/'s tiered_table; a tier that
+// cannot be opened (a missing parent folder) fails the actor with the cause; snapshot and restore
+// answer an error (the job spec refuses checkpoints with the tier until they are built).
 // Always-on check: an update of step s' after a lookup of step m > s' + staleness breaks the
 // staleness bound; it is logged (staleness_violated) and counted (stats).
 // Threading: an actor; its store is touched only by its own behaviour.
@@ -20,6 +23,7 @@
 
 #include "models/embedding/embedding_table.hpp"
 #include "models/env.hpp"
+#include "models/tier/tier_options.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/payload.hpp"
 
@@ -44,6 +48,15 @@ struct shard_stats {
   int64_t not_admitted_lookups = 0;    // lookups answered with an initial row, no row made
   int64_t not_admitted_gradients = 0;  // gradient rows dropped (no row for the id), counted here
   int64_t staleness_violations = 0;    // updates of a step more than `staleness` behind a lookup
+  // The SSD tier (model.embedding.tier ssd; else 0): ids found in RAM and not, rows brought back
+  // from disk, of those staged by a prefetch, bytes read and written, the RAM tier's bytes.
+  int64_t tier_hits = 0;
+  int64_t tier_misses = 0;
+  int64_t tier_cold_hits = 0;
+  int64_t tier_prefetch_hits = 0;
+  int64_t tier_bytes_read = 0;
+  int64_t tier_bytes_written = 0;
+  int64_t tier_ram_bytes = 0;
   // Audit ledger (config.audit only, else empty): pairs (batch, times its gradient was applied to
   // this shard's rows), including the batches the restored checkpoint carries.
   std::vector<int64_t> applied;
@@ -53,7 +66,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
   return f(caf::meta::type_name("shard_stats"), x.shard, x.rows, x.lookups, x.updates, x.bytes,
            x.admissions, x.evictions, x.not_admitted_lookups, x.not_admitted_gradients,
-           x.staleness_violations, x.applied);
+           x.staleness_violations, x.tier_hits, x.tier_misses, x.tier_cold_hits,
+           x.tier_prefetch_hits, x.tier_bytes_read, x.tier_bytes_written, x.tier_ram_bytes,
+           x.applied);
 }
 
 // One shard's file of a snapshot (models/embedding/embedding_snapshot.hpp, snapshot_file_info).
@@ -81,11 +96,15 @@ using embedding_shard_actor = caf::typed_actor<
 struct embedding_shard_config {
   int32_t shard = 0;            // index of this shard in the job
   embedding_options embedding;  // rows, initialiser and sparse optimizer
-  int32_t shards = 1;           // shards in the job, and
-  int32_t partitions = 4096;    // virtual partitions: which ids this shard owns (restore)
-  std::string job;              // the job's name (status endpoint)
-  int32_t trainers = 1;         // batch b belongs to step b / trainers (LR schedule), and
-  int32_t staleness = 0;        // a lookup may run this many steps ahead of an update
+  // kind ssd: hot rows in RAM within tier.ram_budget, the rest in tier.path/shard-<shard>
+  // (models/tier/tiered_table.hpp); lookups of batch b prefetch the cold rows of batch b + 1's
+  // ids when the request carries them (not yet: each lookup's misses are read in one batch).
+  tier_options tier;
+  int32_t shards = 1;         // shards in the job, and
+  int32_t partitions = 4096;  // virtual partitions: which ids this shard owns (restore)
+  std::string job;            // the job's name (status endpoint)
+  int32_t trainers = 1;       // batch b belongs to step b / trainers (LR schedule), and
+  int32_t staleness = 0;      // a lookup may run this many steps ahead of an update
   // Keep a ledger of applied batches (stats().applied), written beside each snapshot file and
   // read back on restore: the simulator (tests/sim/) checks exactly-once application with it.
   bool audit = false;

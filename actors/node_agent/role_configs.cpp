@@ -8,6 +8,7 @@ embedding_shard_config shard_config(const job_spec& spec, int32_t index) {
   embedding_shard_config c;
   c.shard = index;
   c.embedding = spec.model.embedding;
+  c.tier = spec.model.tier;
   c.shards = spec.placement.shards;
   c.partitions = spec.placement.partitions;
   c.job = spec.name;

@@ -11,8 +11,10 @@
 // (8 more bytes per row with 32-bit links, and a write to two other rows on every hit), which
 // alone would spend half the memory budget, and its pointer chasing defeats the batched
 // prefetching. CLOCK needs one `referenced` bit per row, set on every hit (it lives in the index
-// bucket the lookup already holds, written only when not yet set); the hand sweeps the index's
-// slots, clears set bits and evicts the first row it finds clear.
+// bucket the lookup already holds, written only when not yet set); the hand visits the index's
+// slots in a scattered order (k x step mod slots: a hand in slot order let linear probing's
+// clusters grow without bound under churn), clears set bits and evicts the first row it finds
+// clear. With a row_tier set, an evicted row goes to the tier (LRU was not measured: CLOCK kept).
 //
 // Admission: a lookup of an unseen id creates its row only when admitted (see embedding_options);
 // otherwise it reads as the initial row. An update of an absent id creates its row when
@@ -51,6 +53,20 @@ struct embedding_counters {
   uint64_t updates = 0;                 // rows stepped by the optimizer
   uint64_t not_admitted_lookups = 0;    // lookups answered with the initial row (no row made)
   uint64_t not_admitted_gradients = 0;  // gradient rows dropped because their id has no row
+  uint64_t tier_loads = 0;              // rows brought back from the cold tier (row_tier)
+};
+
+// The cold tier under a table (models/tier/tiered_table.hpp): with one set, a row CLOCK evicts is
+// handed to `evicted` (weights and optimizer state, not logged as erased: it still exists), and an
+// id absent from RAM asks `fetch` first; a row the tier holds is admitted whatever the admission
+// policy (it already exists). Both are called from inside lookup / update, on the owner's thread.
+class row_tier {
+ public:
+  virtual ~row_tier() = default;
+  // Fills `row` (layout().stride bytes) and answers true when the tier holds `id`'s row.
+  virtual bool fetch(uint64_t id, std::byte* row) = 0;
+  // `id`'s row leaves RAM; `row` is valid during the call only.
+  virtual void evicted(uint64_t id, const std::byte* row) = 0;
 };
 
 class embedding_table {
@@ -67,6 +83,13 @@ class embedding_table {
   void set_schedule_step(int64_t step);
 
   size_t size() const { return index_.size(); }
+  bool contains(uint64_t id) const { return index_.find(id) != row_index::npos; }
+  // Appends to `out` the ids of `ids` that hold no row in RAM (index lines prefetched ahead).
+  void absent(std::span<const uint64_t> ids, std::vector<uint64_t>& out) const;
+  // The weights of a row given as bytes (layout().stride, as snapshots and the tier hold it).
+  void weights_of(const std::byte* row, float* out) const;
+  // The cold tier (not owned; nullptr: none). Needs eviction clock; set before the first row.
+  void set_tier(row_tier* tier);
   const embedding_options& options() const { return options_; }
   const row_layout& layout() const { return layout_; }
   embedding_counters counters() const;
@@ -98,7 +121,9 @@ class embedding_table {
   void clear();  // no rows; counters other than rows and bytes are kept
 
  private:
-  uint32_t admit(uint64_t id, uint64_t hash, bool sighting, std::span<const uint32_t> pinned);
+  // create false: only a row the tier holds is brought back (an update without admission all).
+  uint32_t admit(uint64_t id, uint64_t hash, bool sighting, std::span<const uint32_t> pinned,
+                 bool create = true);
   bool admitted(uint64_t id, bool sighting);
   uint32_t allocate_row(std::span<const uint32_t> pinned);  // npos when full and not evicting
   uint32_t evict_one(std::span<const uint32_t> pinned);
@@ -118,16 +143,20 @@ class embedding_table {
   const sparse_kernels* kernels_;
   row_index index_;
   row_slabs slabs_;
-  uint32_t rows_made_ = 0;                // rows ever handed out (fresh rows come from here)
-  std::vector<uint32_t> free_rows_;       // rows freed by restore_erase
-  size_t hand_ = 0;                       // CLOCK hand: an index slot
-  std::vector<count_min_sketch> sketch_;  // one when admission is count_min
-  uint64_t coin_ = 0;                     // admission=probability: splitmix64 state
+  uint32_t rows_made_ = 0;                 // rows ever handed out (fresh rows come from here)
+  std::vector<uint32_t> free_rows_;        // rows freed by restore_erase
+  size_t hand_ = 0;                        // CLOCK hand: the k-th slot of the scattered order
+  size_t hand_step_ = 1, hand_slots_ = 0;  // the order: slot = k * hand_step_ mod hand_slots_
+  std::vector<count_min_sketch> sketch_;   // one when admission is count_min
+  uint64_t coin_ = 0;                      // admission=probability: splitmix64 state
   std::vector<uint64_t> evicted_log_;
   bool log_evictions_ = false;  // after the first snapshot
   uint64_t snapshot_sequence_ = 0;
   mutable embedding_counters counters_;
   mutable std::vector<float> scratch_;  // one fp32 row (fp16 tables)
+  row_tier* tier_ = nullptr;
+  std::vector<std::byte> tier_row_;   // an evicted row's bytes, to the tier
+  std::vector<std::byte> tier_load_;  // a fetched row's bytes, from the tier
 };
 
 }  // namespace satrap
