@@ -50,8 +50,9 @@ std::string parse_feature(const YAML::Node& node, feature_spec& f) {
   if (!node.IsMap())
     return "expected a map {name, kind, table, pooling, max_length, weights}";
   for (auto it = node.begin(); it != node.end(); ++it) {
-    auto key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
-    const auto& v = it->second;
+    // (copies: yaml-cpp's it-> is a temporary proxy; a reference into it would dangle)
+    const YAML::Node k = it->first, v = it->second;
+    auto key = k.IsScalar() ? k.Scalar() : std::string("?");
     if (!v.IsScalar())
       return key + ": expected a single value";
     auto text = v.Scalar();
