@@ -184,8 +184,7 @@ int train_command::write_test_scores(const std::string& path, const job_result& 
     return 1;
   }
   // One line per test row; several tasks: their scores on the line, separated by tabs.
-  const auto tasks = static_cast<size_t>(
-    std::max(1, r.task_names.empty() ? 1 : static_cast<int>(r.task_names.size())));
+  const size_t tasks = r.task_names.empty() ? 1 : r.task_names.size();
   for (size_t i = 0; i < r.test_logits.size(); ++i)
     std::fprintf(f, "%.9g%c", static_cast<double>(sigmoid(r.test_logits[i])),
                  (i + 1) % tasks == 0 ? '\n' : '\t');

@@ -209,70 +209,104 @@ tfrecord_example_parser::tfrecord_example_parser(const text_format_options& opti
   weights_.resize(schema_.size());
 }
 
-std::optional<parse_error> tfrecord_example_parser::one_number(const std::string& name,
-                                                               const list_view& v,
-                                                               const char* what, double& out) {
-  auto bad = [&] {
-    return parse_error{static_cast<int>(v.at) + 1, "wrong_type",
-                       std::string(what) + " (an int64_list or float_list of one value) for '"
-                         + name + "'"};
+// Each value of a list's field 1, packed or not, decoded by the list's kind (int64s, floats or
+// bytes) and handed to fn(value, byte offset); fn returns an error to stop. A malformed list is
+// bad_example; a value of a wire type the kind does not take is `mismatch` (with what it expected).
+template <class Fn>
+std::optional<parse_error> tfrecord_example_parser::each_value(const list_view& v,
+                                                               const parse_error& mismatch,
+                                                               Fn&& fn) {
+  auto bad = [](const wire& w, const char* what) {
+    return parse_error{static_cast<int>(w.at()) + 1, "bad_example", what};
   };
-  if (v.kind != list_kind::floats && v.kind != list_kind::int64s)
-    return bad();
+  auto fixed32 = [](wire& w, float& f) {
+    if (w.data.size() - w.pos < 4)
+      return false;
+    std::memcpy(&f, w.data.data() + w.pos, 4);
+    w.pos += 4;
+    return true;
+  };
   wire w{v.body, 0, v.at};
-  int n = 0;
   while (!w.done()) {
     uint32_t field = 0, type = 0;
     if (!w.tag(field, type))
-      return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a protobuf field tag"};
+      return bad(w, "a protobuf field tag");
     if (field != 1) {
       if (!w.skip(type))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a protobuf field"};
+        return bad(w, "a protobuf field");
       continue;
     }
-    auto take = [&](double x) {
-      out = x;
-      ++n;
-    };
-    if (v.kind == list_kind::int64s && type == 0) {
-      uint64_t x = 0;
-      if (!w.varint(x))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a varint"};
-      take(static_cast<double>(static_cast<int64_t>(x)));
+    const size_t at = w.at();
+    list_value x;
+    if (v.kind == list_kind::bytes && type == 2) {
+      size_t unused = 0;
+      if (!w.bytes(x.text, unused))
+        return bad(w, "a bytes value");
+    } else if (v.kind == list_kind::int64s && type == 0) {
+      uint64_t u = 0;
+      if (!w.varint(u))
+        return bad(w, "a varint");
+      x.number = static_cast<double>(static_cast<int64_t>(u));
+      x.id = u;
     } else if (v.kind == list_kind::floats && type == 5) {
-      if (v.body.size() - w.pos < 4)
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a float"};
-      float f;
-      std::memcpy(&f, v.body.data() + w.pos, 4);
-      w.pos += 4;
-      take(f);
-    } else if (type == 2) {  // packed
+      float f = 0;
+      if (!fixed32(w, f))
+        return bad(w, "a float");
+      x.number = f;
+    } else if (type == 2 && v.kind != list_kind::bytes) {  // packed
       sv packed;
-      size_t at = 0;
-      if (!w.bytes(packed, at))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a packed list"};
-      wire p{packed, 0, at};
+      size_t packed_at = 0;
+      if (!w.bytes(packed, packed_at))
+        return bad(w, "a packed list");
+      wire p{packed, 0, packed_at};
       while (!p.done()) {
+        list_value y;
+        const size_t value_at = p.at();
         if (v.kind == list_kind::int64s) {
-          uint64_t x = 0;
-          if (!p.varint(x))
-            return parse_error{static_cast<int>(p.at()) + 1, "bad_example", "a varint"};
-          take(static_cast<double>(static_cast<int64_t>(x)));
+          uint64_t u = 0;
+          if (!p.varint(u))
+            return bad(p, "a varint");
+          y.number = static_cast<double>(static_cast<int64_t>(u));
+          y.id = u;
         } else {
-          if (packed.size() - p.pos < 4)
-            return parse_error{static_cast<int>(p.at()) + 1, "bad_example", "a float"};
-          float f;
-          std::memcpy(&f, packed.data() + p.pos, 4);
-          p.pos += 4;
-          take(f);
+          float f = 0;
+          if (!fixed32(p, f))
+            return bad(p, "a float");
+          y.number = f;
         }
+        if (auto e = fn(y, value_at))
+          return e;
       }
+      continue;
     } else {
-      return bad();
+      auto e = mismatch;
+      if (e.column == 0)
+        e.column = static_cast<int>(w.at()) + 1;
+      return e;
     }
+    if (auto e = fn(x, at))
+      return e;
   }
+  return std::nullopt;
+}
+
+std::optional<parse_error> tfrecord_example_parser::one_number(const std::string& name,
+                                                               const list_view& v, const char* what,
+                                                               double& out) {
+  const parse_error wrong{
+    static_cast<int>(v.at) + 1, "wrong_type",
+    std::string(what) + " (an int64_list or float_list of one value) for '" + name + "'"};
+  if (v.kind != list_kind::floats && v.kind != list_kind::int64s)
+    return wrong;
+  int n = 0;
+  if (auto e = each_value(v, wrong, [&](const list_value& x, size_t) {
+        out = x.number;
+        ++n;
+        return std::optional<parse_error>{};
+      }))
+    return e;
   if (n != 1)
-    return bad();
+    return wrong;
   return std::nullopt;
 }
 
@@ -283,64 +317,29 @@ std::optional<parse_error> tfrecord_example_parser::sparse(int feature, const li
   auto& f = schema_[static_cast<size_t>(feature)];
   auto& out = ids_[static_cast<size_t>(feature)];
   const int table = layout_.table_of[static_cast<size_t>(feature)];
-  const auto limit = static_cast<size_t>(
-    f.kind == feature_kind::id                            ? 1
-    : f.kind == feature_kind::bag && f.max_length > 0 ? f.max_length
-                                                          : feature_ids_max);
+  const auto limit =
+    static_cast<size_t>(f.kind == feature_kind::id                        ? 1
+                        : f.kind == feature_kind::bag && f.max_length > 0 ? f.max_length
+                                                                          : feature_ids_max);
   const int column = static_cast<int>(v.at) + 1;
   if (v.kind != list_kind::bytes && v.kind != list_kind::int64s)
     return parse_error{column, "wrong_type",
                        for_feature("an int64_list or bytes_list of ids", f.name)};
-  auto push = [&](uint64_t id) -> std::optional<parse_error> {
+  auto id = [&](const list_value& x, size_t) -> std::optional<parse_error> {
     if (out.size() == limit)
-      return parse_error{column, "too_long",
-                         for_feature(f.kind == feature_kind::id
-                                       ? std::string("one id")
-                                       : "at most " + std::to_string(limit) + " ids",
-                                     f.name)};
-    out.push_back(id);
+      return parse_error{
+        column, "too_long",
+        for_feature(f.kind == feature_kind::id ? std::string("one id")
+                                               : "at most " + std::to_string(limit) + " ids",
+                    f.name)};
+    out.push_back(v.kind == list_kind::bytes ? feature_string_id_hash(table, x.text)
+                                             : feature_id_hash(table, x.id));
     return std::nullopt;
   };
-  wire w{v.body, 0, v.at};
-  while (!w.done()) {
-    uint32_t field = 0, type = 0;
-    if (!w.tag(field, type))
-      return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a protobuf field tag"};
-    if (field != 1) {
-      if (!w.skip(type))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a protobuf field"};
-      continue;
-    }
-    if (v.kind == list_kind::bytes) {
-      sv s;
-      size_t at = 0;
-      if (type != 2 || !w.bytes(s, at))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a bytes value"};
-      if (auto e = push(feature_string_id_hash(table, s)))
-        return e;
-    } else if (type == 0) {
-      uint64_t x = 0;
-      if (!w.varint(x))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a varint"};
-      if (auto e = push(feature_id_hash(table, x)))
-        return e;
-    } else if (type == 2) {
-      sv packed;
-      size_t at = 0;
-      if (!w.bytes(packed, at))
-        return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "a packed list"};
-      wire p{packed, 0, at};
-      while (!p.done()) {
-        uint64_t x = 0;
-        if (!p.varint(x))
-          return parse_error{static_cast<int>(p.at()) + 1, "bad_example", "a varint"};
-        if (auto e = push(feature_id_hash(table, x)))
-          return e;
-      }
-    } else {
-      return parse_error{static_cast<int>(w.at()) + 1, "bad_example", "an int64 value"};
-    }
-  }
+  const parse_error not_id{0, "bad_example",
+                           v.kind == list_kind::bytes ? "a bytes value" : "an int64 value"};
+  if (auto e = each_value(v, not_id, id))
+    return e;
   if (!f.weights)
     return std::nullopt;
   auto& ws = weights_[static_cast<size_t>(feature)];
@@ -350,48 +349,19 @@ std::optional<parse_error> tfrecord_example_parser::sparse(int feature, const li
   if (weights->kind != list_kind::floats)
     return parse_error{static_cast<int>(weights->at) + 1, "bad_weights",
                        for_feature("'" + f.name + "_weights' as a float_list", f.name)};
-  wire q{weights->body, 0, weights->at};
-  auto take = [&](float x) -> std::optional<parse_error> {
-    if (!std::isfinite(x))
-      return parse_error{static_cast<int>(q.at()) + 1, "bad_weights",
+  auto weight = [&](const list_value& x, size_t at) -> std::optional<parse_error> {
+    if (!std::isfinite(x.number))
+      return parse_error{static_cast<int>(at) + 1, "bad_weights",
                          for_feature("finite weights", f.name)};
     if (ws.size() == static_cast<size_t>(feature_ids_max))
-      return parse_error{static_cast<int>(q.at()) + 1, "too_long",
-                         for_feature("at most " + std::to_string(feature_ids_max) + " weights",
-                                     f.name)};
-    ws.push_back(x);
+      return parse_error{
+        static_cast<int>(at) + 1, "too_long",
+        for_feature("at most " + std::to_string(feature_ids_max) + " weights", f.name)};
+    ws.push_back(static_cast<float>(x.number));
     return std::nullopt;
   };
-  while (!q.done()) {
-    uint32_t field = 0, type = 0;
-    if (!q.tag(field, type))
-      return parse_error{static_cast<int>(q.at()) + 1, "bad_example", "a protobuf field tag"};
-    if (field != 1) {
-      if (!q.skip(type))
-        return parse_error{static_cast<int>(q.at()) + 1, "bad_example", "a protobuf field"};
-      continue;
-    }
-    if (type == 5 && weights->body.size() - q.pos >= 4) {
-      float x;
-      std::memcpy(&x, weights->body.data() + q.pos, 4);
-      q.pos += 4;
-      if (auto e = take(x))
-        return e;
-    } else if (type == 2) {
-      sv packed;
-      size_t at = 0;
-      if (!q.bytes(packed, at) || packed.size() % 4 != 0)
-        return parse_error{static_cast<int>(q.at()) + 1, "bad_example", "packed floats"};
-      for (size_t i = 0; i < packed.size(); i += 4) {
-        float x;
-        std::memcpy(&x, packed.data() + i, 4);
-        if (auto e = take(x))
-          return e;
-      }
-    } else {
-      return parse_error{static_cast<int>(q.at()) + 1, "bad_example", "a float value"};
-    }
-  }
+  if (auto e = each_value(*weights, parse_error{0, "bad_example", "a float value"}, weight))
+    return e;
   if (ws.size() != out.size())
     return parse_error{static_cast<int>(weights->at) + 1, "bad_weights",
                        for_feature("one weight per id (" + std::to_string(out.size()) + " ids, "
@@ -477,7 +447,7 @@ std::optional<parse_error> tfrecord_example_parser::parse(sv record, text_sample
             if (!fe.bytes(list.body, at))
               return bad(fe, "a Feature's value list");
             list.at = at;
-            list.kind = field == 1 ? list_kind::bytes
+            list.kind = field == 1   ? list_kind::bytes
                         : field == 2 ? list_kind::floats
                                      : list_kind::int64s;
           } else if (!fe.skip(type)) {

@@ -77,6 +77,13 @@ class tfrecord_example_parser {
     size_t at = 0;          // its offset in the record
     bool present = false;   // the key was in the Example (with a list, or none: no value)
   };
+  struct list_value {       // one value of a list, as its kind reads it
+    double number = 0;      // int64s and floats
+    uint64_t id = 0;        // int64s: the bits
+    std::string_view text;  // bytes
+  };
+  template <class Fn>
+  std::optional<parse_error> each_value(const list_view& v, const parse_error& mismatch, Fn&& fn);
   std::optional<parse_error> sparse(int feature, const list_view& v, const list_view* weights);
   std::optional<parse_error> one_number(const std::string& name, const list_view& v,
                                         const char* what, double& out);
@@ -85,7 +92,8 @@ class tfrecord_example_parser {
   feature_layout layout_;
   std::vector<std::string> labels_;
   // Names looked up per map entry: features, then labels, then "<name>_weights" entries.
-  std::vector<std::pair<std::string, int>> names_;  // sorted; label k: -1-k; weights of f: -1000000-f
+  std::vector<std::pair<std::string, int>>
+    names_;                               // sorted; label k: -1-k; weights of f: -1000000-f
   std::vector<list_view> found_;          // per feature
   std::vector<list_view> weights_found_;  // per feature
   std::vector<list_view> labels_found_;   // per label
