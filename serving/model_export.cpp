@@ -13,6 +13,9 @@ std::string export_unsupported(const job_spec& spec) {
            + (spec.data.format.value_weights ? "data.value_weights" : "data.features")
            + " cannot be exported yet (serving does not pool by feature, weight or table; "
              "README \"Not yet\"); train without --export";
+  if (spec.data.synthetic.history > 0 && spec.data.source == data_source::synthetic)
+    return "export: a job with a synthetic history (data.synthetic.history) cannot be exported "
+           "yet (serving does not pool by slot; README \"Not yet\"); train without --export";
   if (spec.model.network.tasks > 1)
     return "export: a job with several labels (data.labels) cannot be exported yet (the "
            "exported scorer gives one score per instance; README \"Not yet\"); train without "

@@ -1,6 +1,7 @@
 #include "spec/job_data.hpp"
 
 #include "models/data/feature_cross.hpp"
+#include "models/data/sequence_source.hpp"
 #include "models/data/file_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "runtime/error.hpp"
@@ -123,13 +124,23 @@ caf::expected<job_data> open_source(const job_spec& spec) {
 
 caf::expected<job_data> job_data_open(const job_spec& spec) {
   auto out = open_source(spec);
-  if (!out || spec.data.crosses.empty())
+  if (!out)
     return out;
-  // The crosses are added to every batch as it is made: the cache holds the data's slots only.
-  if (auto checked = check_crosses(spec.data.crosses, out->source->slots()); !checked)
-    return make_error(errc::invalid_config, checked.error());
-  out->source = std::make_shared<const crossed_source>(out->source, spec.data.crosses);
-  spdlog::info("data_crosses crosses={} slots={}", spec.data.crosses.size(), out->source->slots());
+  if (!spec.data.crosses.empty()) {
+    // The crosses are added to every batch as it is made: the cache holds the data's slots only.
+    if (auto checked = check_crosses(spec.data.crosses, out->source->slots()); !checked)
+      return make_error(errc::invalid_config, checked.error());
+    out->source = std::make_shared<const crossed_source>(out->source, spec.data.crosses);
+    spdlog::info("data_crosses crosses={} slots={}", spec.data.crosses.size(),
+                 out->source->slots());
+  }
+  // Unpooled sequences become positions as each batch is made (after the crosses, which cannot
+  // take them), like the crosses outside the cache.
+  if (auto seq = job_data_sequences(spec.data); !seq.empty()) {
+    out->source = std::make_shared<const sequence_source>(out->source, seq);
+    spdlog::info("data_sequences sequences={} positions={} slots={} dense={}", seq.slots.size(),
+                 seq.positions(), out->source->slots(), out->source->dense_features());
+  }
   return out;
 }
 

@@ -178,6 +178,7 @@ caf::error job_spec_finalize(job_spec& spec) {
     return err;
   spec.model.network.slots = job_data_slots(spec.data);
   spec.model.network.dense_features = job_data_dense_features(spec.data);
+  spec.model.network.sequences = job_data_sequences(spec.data).lengths;
   spec.model.network.tasks = static_cast<int>(spec.data.labels.size());
   spec.model.network.task_weights = spec.training.task_weights;
   spec.model.embedding.dim = spec.model.network.dim;

@@ -201,12 +201,21 @@ inline constexpr uint64_t batch_message_max_bytes = uint64_t{256} << 20;
 caf::error job_spec_finalize(job_spec& spec);
 
 // Sparse slots per sample of the data section (after job_spec_finalize): the data's own
-// (job_data_input_slots) and then one per feature cross (job_data_slots counts both).
+// (job_data_input_slots, synthetic data's history included) and then one per feature cross;
+// job_data_slots counts what the model sees: both, with each unpooled sequence's slot replaced by
+// its positions (job_data_sequences).
 int job_data_input_slots(const data_spec& data);
 int job_data_slots(const data_spec& data);
+// The data's unpooled sequences (data.features' pooling: none, or data.synthetic.history with
+// history_pooling none), by their data slots; empty when none.
+unpooled_sequences job_data_sequences(const data_spec& data);
+// Synthetic data: ids per slot per sample, the mean over slots (data.synthetic.bag_sizes or
+// ids_per_sample).
+double job_synthetic_ids_per_slot(const data_spec& data);
 int job_data_dense_features(const data_spec& data);
-// The pooling of each slot when the data has named features (data.features: a feature's own
-// pooling, else model.pooling); empty without them (every slot pools by model.pooling).
+// The pooling of each of the model's slots when the data has named features (data.features: a
+// feature's own pooling, else model.pooling; each position of an unpooled sequence: sum) or a
+// synthetic history; empty without them (every slot pools by model.pooling).
 std::vector<pooling> job_slot_pooling(const job_spec& spec);
 
 // The effective spec as YAML, every key listed; strings quoted as YAML needs. It is also the

@@ -4,6 +4,8 @@
 // job_spec_fields.hpp for how the job spec's files are laid out.)
 #include "spec/job_spec_fields.hpp"
 
+#include <algorithm>
+
 #include <yaml-cpp/yaml.h>
 
 namespace satrap {
@@ -22,23 +24,71 @@ const char* data_source_name(data_source s) {
 }
 
 int job_data_input_slots(const data_spec& d) {
-  return d.source == data_source::synthetic ? d.synthetic.slots : text_format_slots(d.format);
+  return d.source == data_source::synthetic ? d.synthetic.slots + (d.synthetic.history > 0 ? 1 : 0)
+                                            : text_format_slots(d.format);
+}
+
+unpooled_sequences job_data_sequences(const data_spec& d) {
+  if (d.source == data_source::synthetic) {
+    unpooled_sequences out;
+    if (d.synthetic.history > 0 && d.synthetic.history_unpooled) {
+      out.slots.push_back(d.synthetic.slots);
+      out.lengths.push_back(d.synthetic.history);
+      out.names.push_back("history");
+    }
+    return out;
+  }
+  if (d.format.features.empty())
+    return {};
+  auto layout = feature_schema_layout(d.format.features, pooling::sum);
+  return layout ? layout->sequences : unpooled_sequences{};
 }
 
 int job_data_slots(const data_spec& d) {
-  return job_data_input_slots(d) + static_cast<int>(d.crosses.size());
+  return job_data_sequences(d).model_slots(job_data_input_slots(d)
+                                           + static_cast<int>(d.crosses.size()));
+}
+
+double job_synthetic_ids_per_slot(const data_spec& d) {
+  auto& b = d.synthetic.bag_sizes;
+  if (b.empty())
+    return std::max(1, d.synthetic.ids_per_sample);
+  double sum = 0.0;
+  for (int x : b)
+    sum += x;
+  return sum / static_cast<double>(b.size());
 }
 
 int job_data_dense_features(const data_spec& d) {
-  return d.source == data_source::synthetic ? d.synthetic.dense_features
-                                            : text_format_dense_features(d.format);
+  return job_data_sequences(d).model_dense(d.source == data_source::synthetic
+                                             ? d.synthetic.dense_features
+                                             : text_format_dense_features(d.format));
 }
 
 std::vector<pooling> job_slot_pooling(const job_spec& spec) {
-  if (spec.data.format.features.empty())
+  auto& d = spec.data;
+  std::vector<pooling> input;
+  if (!d.format.features.empty() && d.source != data_source::synthetic) {
+    auto layout = feature_schema_layout(d.format.features, spec.model.pool);
+    if (!layout)
+      return {};
+    input = layout->slot_pool;
+  } else if (d.source == data_source::synthetic && d.synthetic.history > 0) {
+    input.assign(static_cast<size_t>(d.synthetic.slots), spec.model.pool);
+    input.push_back(d.synthetic.history_pool);
+  } else {
     return {};
-  auto layout = feature_schema_layout(spec.data.format.features, spec.model.pool);
-  return layout ? layout->slot_pool : std::vector<pooling>{};
+  }
+  input.insert(input.end(), d.crosses.size(), spec.model.pool);
+  auto seq = job_data_sequences(d);
+  if (seq.empty())
+    return input;
+  std::vector<pooling> out;
+  for (int s = 0; s < static_cast<int>(input.size()); ++s)
+    if (std::find(seq.slots.begin(), seq.slots.end(), s) == seq.slots.end())
+      out.push_back(input[static_cast<size_t>(s)]);
+  out.insert(out.end(), static_cast<size_t>(seq.positions()), pooling::sum);
+  return out;
 }
 
 namespace job_spec_detail {
@@ -68,8 +118,13 @@ std::string parse_feature(const YAML::Node& node, feature_spec& f) {
     } else if (key == "table") {
       f.table = text;
     } else if (key == "pooling") {
-      want = parse_enum(
-        text, f.pool, {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}});
+      f.unpooled = text == "none";
+      if (!f.unpooled
+          && !parse_enum(
+                text, f.pool,
+                {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}})
+                .empty())
+        want = "one of sum mean sqrtn none (none: a sequence reaches the model unpooled)";
       f.pool_given = true;
     } else if (key == "max_length") {
       want = parse_int(text, f.max_length, 1, feature_ids_max);
@@ -200,6 +255,43 @@ std::vector<job_field> data_fields() {
                       data.synthetic.zipf_exponent, 0.0, 10.0),
     SATRAP_INT_FIELD("data.synthetic.ids_per_sample", "ids-per-sample", "ids per slot per sample",
                      data.synthetic.ids_per_sample, 1, 1024),
+    job_field{"data.synthetic.bag_sizes", "bag-sizes",
+              "per slot, its bag size (e.g. MLPerf DLRM-v2's 3,2,1,2,6,...); empty: "
+              "data.synthetic.ids_per_sample in every slot",
+              [](job_spec& s, const std::string& t) {
+                std::vector<int> v;
+                if (!parse_sizes(t, v).empty()
+                    || std::any_of(v.begin(), v.end(), [](int x) { return x > feature_ids_max; }))
+                  return std::string(
+                    "a list of bag sizes in [1, 65536], one per slot, e.g. [3, 2, 1]");
+                s.data.synthetic.bag_sizes = std::move(v);
+                return std::string{};
+              },
+              [](const job_spec& s) { return show_sizes(s.data.synthetic.bag_sizes); }, true},
+    SATRAP_INT_FIELD("data.synthetic.history", "history",
+                     "a user history of up to this many items (a sequence in slot 1's item table, "
+                     "after the other slots) and a target-attention teacher; 0: none",
+                     data.synthetic.history, 0, 4096),
+    SATRAP_REAL_FIELD("data.synthetic.history_weight", "",
+                      "the teacher's weight on the candidate's closest past item",
+                      data.synthetic.history_weight, 0.0, 20.0),
+    job_field{"data.synthetic.history_pooling", "history-pooling",
+              "how the model gets the history: none (unpooled, [B, history, E], for model.type "
+              "torchscript), sum, mean or sqrtn",
+              [](job_spec& s, const std::string& t) {
+                auto& syn = s.data.synthetic;
+                syn.history_unpooled = t == "none";
+                if (syn.history_unpooled)
+                  return std::string{};
+                return parse_enum(
+                  t, syn.history_pool,
+                  {{"sum", pooling::sum}, {"mean", pooling::mean}, {"sqrtn", pooling::sqrtn}});
+              },
+              [](const job_spec& s) {
+                auto& syn = s.data.synthetic;
+                return std::string(syn.history_unpooled ? "none"
+                                                        : feature_pooling_name(syn.history_pool));
+              }},
     SATRAP_INT_FIELD("data.synthetic.dense_features", "dense-features", "dense features per sample",
                      data.synthetic.dense_features, 1, 4096),
     SATRAP_INT_FIELD("data.synthetic.seed", "data-seed", "data and teacher seed",
@@ -244,8 +336,9 @@ caf::error data_finalize(job_spec& spec) {
   const bool named = d.source == data_source::jsonl || d.source == data_source::tfrecord;
   if (!d.format.features.empty() || named) {
     if (!named)
-      return bad_spec(std::string("data.features: expected data.source jsonl or tfrecord (the features of ")
-                      + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
+      return bad_spec(
+        std::string("data.features: expected data.source jsonl or tfrecord (the features of ")
+        + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
     if (d.format.features.empty())
       return bad_spec(
         std::string("data.features: expected the named features of each sample for data.source ")
@@ -273,11 +366,11 @@ caf::error data_finalize(job_spec& spec) {
                                 "(their idx:value pairs), got ")
                     + data_source_name(d.source));
   if (d.source != data_source::synthetic) {
-    d.format.format = d.source == data_source::criteo   ? text_format::criteo
-                      : d.source == data_source::libffm ? text_format::libffm
-                      : d.source == data_source::jsonl  ? text_format::jsonl
+    d.format.format = d.source == data_source::criteo     ? text_format::criteo
+                      : d.source == data_source::libffm   ? text_format::libffm
+                      : d.source == data_source::jsonl    ? text_format::jsonl
                       : d.source == data_source::tfrecord ? text_format::tfrecord
-                                                        : text_format::libsvm;
+                                                          : text_format::libsvm;
     if (auto format = text_format_check(d.format); !format)
       return bad_spec("data: expected " + format.error() + " for data.source "
                       + data_source_name(d.source));
@@ -285,6 +378,28 @@ caf::error data_finalize(job_spec& spec) {
       return bad_spec("data.train_files: expected at least one file for data.source "
                       + std::string(data_source_name(d.source)));
   }
+  if (!d.synthetic.bag_sizes.empty()
+      && (d.source != data_source::synthetic
+          || d.synthetic.bag_sizes.size() != static_cast<size_t>(d.synthetic.slots)))
+    return bad_spec(d.source != data_source::synthetic
+                      ? std::string("data.synthetic.bag_sizes: expected data.source synthetic")
+                      : "data.synthetic.bag_sizes: expected one size per slot ("
+                          + std::to_string(d.synthetic.slots) + ", data.synthetic.slots), got "
+                          + std::to_string(d.synthetic.bag_sizes.size()));
+  if (d.synthetic.history > 0 && d.source != data_source::synthetic)
+    return bad_spec(
+      "data.synthetic.history: expected data.source synthetic (file data names its "
+      "sequences in data.features)");
+  if (d.synthetic.history > 0 && d.synthetic.slots < 2)
+    return bad_spec(
+      "data.synthetic.history: expected data.synthetic.slots >= 2 (slot 0 is the "
+      "user, slot 1 the candidate item); got "
+      + std::to_string(d.synthetic.slots));
+  for (int s : job_data_sequences(d).slots)
+    for (auto& cross : d.crosses)
+      if (std::find(cross.begin(), cross.end(), s) != cross.end())
+        return bad_spec("data.crosses: slot " + std::to_string(s)
+                        + " is an unpooled sequence, which a cross cannot take");
   if (auto crosses = check_crosses(d.crosses, job_data_input_slots(d)); !crosses)
     return bad_spec(crosses.error());
   if (!d.validation_files.empty() && d.reading.validation_fraction > 0.0)

@@ -247,7 +247,8 @@ caf::error torchscript_finalize(job_spec& spec) {
     return bad_spec(plugin.error());
   auto info = (*plugin)->inspect(
     *net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
-    torchscript_contract{net.dense_features, net.slots, net.dim, net.tasks, net.task_weights});
+    torchscript_contract{net.dense_features, net.slots, net.dim, net.tasks, net.task_weights,
+                         net.sequences});
   if (!info)
     return bad_spec("model.file " + info.error());
   net.torchscript_params = info->params;
@@ -283,6 +284,15 @@ caf::error model_finalize(job_spec& spec) {
     return bad_spec(
       "data.labels: several tasks train on training.device cpu in this version (the device "
       "models have one logit); expected training.device cpu or one label");
+  if (!net.sequences.empty() && net.type != dense_model_type::torchscript) {
+    auto seq = job_data_sequences(spec.data);
+    return bad_spec("data.features: feature '" + (seq.names.empty() ? "?" : seq.names[0])
+                    + "' has pooling: none (unpooled, [B, max_length, E]), which a model of "
+                      "model.type torchscript takes; the built-in "
+                    + dense_model_type_name(net.type)
+                    + " takes pooled features: expected pooling sum, mean or sqrtn, or "
+                      "model.type torchscript");
+  }
   if (net.type == dense_model_type::torchscript) {
     if (auto err = torchscript_finalize(spec))
       return err;

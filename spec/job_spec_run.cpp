@@ -143,7 +143,7 @@ namespace {
 caf::error batch_bytes_check(const job_spec& spec) {
   auto& net = spec.model.network;
   double ids_per_slot = spec.data.source == data_source::synthetic
-                          ? std::max(1, spec.data.synthetic.ids_per_sample)
+                          ? job_synthetic_ids_per_slot(spec.data)
                           : 1.0;
   double id_bytes = net.slots * ids_per_slot * 8.0;
   if (!spec.data.format.features.empty()) {  // named features: their max_length (a bag without

@@ -146,7 +146,7 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
   double rows_per_shard = static_cast<double>(p.embedding_rows) / pl.shards;
   auto in_flight = static_cast<double>(t.staleness + 1);
   double batch_ids =
-    static_cast<double>(t.batch_size) * net.slots * spec.data.synthetic.ids_per_sample;
+    static_cast<double>(t.batch_size) * net.slots * job_synthetic_ids_per_slot(spec.data);
   double pooled = static_cast<double>(t.batch_size) * net.slots * net.dim * 4.0;
   constexpr double mib = 1024.0 * 1024.0;
   // A count-min admission sketch is allocated whole in every shard.

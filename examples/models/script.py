@@ -34,6 +34,11 @@ def main():
     p.add_argument("--bottom", type=sizes, default=None, help="hidden sizes, e.g. 32")
     p.add_argument("--top", type=sizes, default=None, help="hidden sizes, e.g. 64,32 ('' for none)")
     p.add_argument("--interaction", choices=["dot", "dot_cat"], default=None, help="dlrm only")
+    p.add_argument("--sequences", type=sizes, default=None,
+                   help="din: each unpooled sequence's max_length, e.g. 20 (the job's slots then "
+                        "count the pooled features only, --dense-features the dense ones only)")
+    p.add_argument("--target", type=int, default=None,
+                   help="din: the pooled slot of the candidate item (default 1)")
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
     torch.manual_seed(a.seed)
@@ -46,12 +51,18 @@ def main():
         if a.model != "dlrm":
             p.error("--interaction is for dlrm")
         kwargs["interaction"] = a.interaction
+    for key in ("sequences", "target"):
+        if getattr(a, key) is not None:
+            if a.model != "din":
+                p.error(f"--{key} is for din")
+            kwargs[key] = getattr(a, key)
     module = MODELS[a.model](a.dense_features, a.slots, a.dim, **kwargs)
     scripted = torch.jit.script(module)
     scripted.save(a.output)
     params = sum(t.numel() for t in module.parameters())
+    seqs = "".join(f", sequence [B, {n}, {a.dim}]" for n in kwargs.get("sequences", []))
     print(f"{a.output}: {a.model}, {params} parameters, dense [B, {a.dense_features}], "
-          f"embeddings [B, {a.slots}, {a.dim}] -> logits [B]")
+          f"embeddings [B, {a.slots}, {a.dim}]{seqs} -> logits [B]")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ class crossed_source final : public batch_source {
   int64_t samples(data_split split) const override { return inner_->samples(split); }
   int slots() const override { return inner_->slots() + static_cast<int>(crosses_.size()); }
   int dense_features() const override { return inner_->dense_features(); }
+  int tasks() const override { return inner_->tasks(); }
   bool has_teacher() const override { return inner_->has_teacher(); }
 
  private:

@@ -3,6 +3,7 @@
 #include "models/data/batch.hpp"
 #include "models/embedding/id_map.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -73,6 +74,8 @@ result<feature_layout> feature_schema_layout(const feature_schema& schema, pooli
       return bad("table: expected a name of 1-128 letters, digits, '_', '-' or '.'");
     if (f.kind == feature_kind::id && (f.max_length != 0 || f.weights || f.pool_given))
       return bad("an id feature (one id per sample) takes no max_length, weights or pooling");
+    if (f.unpooled && f.kind != feature_kind::sequence)
+      return bad("pooling: none is for a sequence (a bag's ids have no order to keep)");
     if (f.kind == feature_kind::sequence && f.max_length <= 0)
       return bad("a sequence needs max_length (the most recent ids kept), in [1, "
                  + std::to_string(feature_ids_max) + "]");
@@ -87,9 +90,25 @@ result<feature_layout> feature_schema_layout(const feature_schema& schema, pooli
     out.slot_of.push_back(out.slots++);
     out.slot_pool.push_back(f.pool_given ? f.pool : default_pool);
     out.weighted = out.weighted || f.weights;
+    if (f.unpooled) {
+      out.sequences.slots.push_back(out.slots - 1);
+      out.sequences.lengths.push_back(f.max_length);
+      out.sequences.names.push_back(f.name);
+    }
   }
   if (!schema.empty() && out.slots == 0)
     return make_input_error("data.features: expected at least one id, bag or sequence feature");
+  return out;
+}
+
+std::vector<pooling> feature_layout::model_slot_pool() const {
+  if (sequences.empty())
+    return slot_pool;
+  std::vector<pooling> out;
+  for (int s = 0; s < slots; ++s)
+    if (std::find(sequences.slots.begin(), sequences.slots.end(), s) == sequences.slots.end())
+      out.push_back(slot_pool[static_cast<size_t>(s)]);
+  out.insert(out.end(), static_cast<size_t>(sequences.positions()), pooling::sum);
   return out;
 }
 
@@ -112,7 +131,9 @@ std::string feature_schema_text(const feature_schema& schema) {
     s.append(", kind: ").append(feature_kind_name(f.kind));
     if (!f.table.empty())
       s.append(", table: \"").append(f.table).append("\"");
-    if (f.pool_given)
+    if (f.unpooled)
+      s.append(", pooling: none");
+    else if (f.pool_given)
       s.append(", pooling: ").append(feature_pooling_name(f.pool));
     if (f.max_length != 0)
       s.append(", max_length: ").append(std::to_string(f.max_length));

@@ -3,9 +3,10 @@
 //
 //   id        one id per sample (a bag of one)
 //   bag       any number of ids, order ignored, pooled by `pooling`
-//   sequence  ids in order, oldest first; cut to the most recent `max_length` (required). In this
-//             version a sequence reaches the model pooled like a bag (by `pooling`); the unpooled
-//             [B, L, E] path needs the dense model's interface and is not built yet
+//   sequence  ids in order, oldest first; cut to the most recent `max_length` (required). Pooled
+//             like a bag by `pooling`, or with `pooling: none` unpooled: one embedding per
+//             position and the sequence's length (models/data/sequence_source.hpp), for a
+//             TorchScript model, which gets it as [B, max_length, E]
 //   dense     one number
 // `table` names the embedding table a sparse feature's ids are hashed into (default: its own
 // name); features naming one table share its rows: one row per (table, id), whose gradient is the
@@ -19,6 +20,7 @@
 // Threading: plain values and pure functions.
 #pragma once
 
+#include "models/data/sequence_source.hpp"
 #include "models/embedding/pooling.hpp"
 #include "models/result.hpp"
 
@@ -41,6 +43,7 @@ struct feature_spec {
   bool pool_given = false;  // false: the job's model.pooling
   int32_t max_length = 0;   // bag: hard limit (0: feature_ids_max); sequence: most recent kept
   bool weights = false;     // ids carry pooling weights (bag, sequence)
+  bool unpooled = false;    // sequence with `pooling: none`: reaches the model unpooled
 };
 
 using feature_schema = std::vector<feature_spec>;
@@ -55,6 +58,10 @@ struct feature_layout {
   std::vector<std::string> tables;  // table names by number
   std::vector<pooling> slot_pool;   // per slot (model.pooling where the feature gives none)
   bool weighted = false;            // some feature carries weights
+  unpooled_sequences sequences;     // the sequences with pooling: none (their data slots)
+  // The model's slots' pooling after expand_sequences: slot_pool of the pooled slots, then sum for
+  // each position (a bag of one id or none).
+  std::vector<pooling> model_slot_pool() const;
 };
 
 const char* feature_kind_name(feature_kind k);

@@ -1,6 +1,7 @@
 #include "models/data/synthetic.hpp"
 #include "models/assert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -46,13 +47,44 @@ struct zipf_math {
   }
 };
 
+// Appends each sample's history bag as slot b.slots (history_end: per sample, the end of its ids).
+void add_history(batch& b, const std::vector<uint64_t>& history_ids,
+                 const std::vector<uint32_t>& history_end) {
+  const int slots = b.slots;
+  std::vector<uint32_t> offsets;
+  std::vector<uint64_t> ids;
+  offsets.reserve(static_cast<size_t>(b.size) * (slots + 1) + 1);
+  ids.reserve(b.ids.size() + history_ids.size());
+  offsets.push_back(0);
+  uint32_t from = 0;
+  for (int i = 0; i < b.size; ++i) {
+    for (int s = 0; s < slots; ++s) {
+      const size_t bag = static_cast<size_t>(i) * slots + s;
+      ids.insert(ids.end(), b.ids.begin() + b.offsets[bag], b.ids.begin() + b.offsets[bag + 1]);
+      offsets.push_back(static_cast<uint32_t>(ids.size()));
+    }
+    const uint32_t to = history_end[static_cast<size_t>(i)];
+    ids.insert(ids.end(), history_ids.begin() + from, history_ids.begin() + to);
+    offsets.push_back(static_cast<uint32_t>(ids.size()));
+    from = to;
+  }
+  b.slots = slots + 1;
+  b.offsets = std::move(offsets);
+  b.ids = std::move(ids);
+}
+
 }  // namespace
 
 synthetic_generator::synthetic_generator(const synthetic_options& options) : options_(options) {
   SATRAP_ASSERT(options.slots > 0 && options.vocab > 0 && options.zipf_exponent > 0.0);
+  SATRAP_ASSERT(options.bag_sizes.empty()
+                || options.bag_sizes.size() == static_cast<size_t>(options.slots));
+  for (int size : options.bag_sizes)
+    SATRAP_ASSERT(size > 0, "bag size {}", size);
   SATRAP_ASSERT(options.ids_per_sample > 0 && options.dense_features >= 0
                 && options.teacher_latent_dim > 0 && (options.tasks == 1 || options.tasks == 2)
                 && std::abs(options.purchase_correlation) <= 1.0);
+  SATRAP_ASSERT(options.history >= 0 && (options.history == 0 || options.slots >= 2));
   zipf_math z{options.zipf_exponent};
   h_integral_x1_ = z.h_integral(1.5) - 1.0;
   h_integral_n_ = z.h_integral(static_cast<double>(options.vocab) + 0.5);
@@ -96,26 +128,68 @@ void synthetic_generator::id_latent(uint64_t id, double* out) const {
     out[k] = hash_unit_var(mix64(base + static_cast<uint64_t>(k + 1) * golden));
 }
 
+void synthetic_generator::attention_latent(uint64_t id, double* out) const {
+  uint64_t base = mix64(id ^ mix64(options_.seed ^ 0x2545f4914f6cdd1dULL));
+  for (int k = 0; k < options_.teacher_latent_dim; ++k)
+    out[k] = hash_unit_var(mix64(base + static_cast<uint64_t>(k + 1) * golden));
+}
+
+double synthetic_generator::draw_history(uint64_t user, uint64_t item, uint64_t item_salt,
+                                         uint64_t& rng, std::vector<uint64_t>& out) const {
+  const int latent = options_.teacher_latent_dim;
+  const double norm = 1.0 / std::sqrt(static_cast<double>(latent));
+  double a_user[64], a_item[64], a_cand[64];
+  attention_latent(user, a_user);
+  attention_latent(item, a_cand);
+  const int n = 1 + static_cast<int>(next_unit(rng) * options_.history);
+  double best = -1e300;
+  for (int j = 0; j < std::min(n, options_.history); ++j) {
+    uint64_t id = 0;
+    for (int tries = 0; tries < 32; ++tries) {  // rejection: items the user likes
+      id = slot_id_hash(1, mix64(sample_rank(rng) ^ item_salt));
+      attention_latent(id, a_item);
+      double like = 0.0;
+      for (int k = 0; k < latent; ++k)
+        like += a_user[k] * a_item[k];
+      if (next_unit(rng) < 1.0 / (1.0 + std::exp(-2.0 * like * norm)))
+        break;
+    }
+    out.push_back(id);
+    double sim = 0.0;
+    for (int k = 0; k < latent; ++k)
+      sim += a_cand[k] * a_item[k];
+    best = std::max(best, sim * norm);
+  }
+  return options_.history_weight * best;
+}
+
 batch synthetic_generator::make_batch(data_split split, int64_t index, int batch_size) const {
   SATRAP_ASSERT(index >= 0 && batch_size > 0);
-  const int slots = options_.slots, per = options_.ids_per_sample,
-            features = options_.dense_features;
+  const int slots = options_.slots, features = options_.dense_features;
   const int latent = options_.teacher_latent_dim;
   batch b;
   b.index = index;
   b.size = batch_size;
-  b.slots = slots;
+  b.slots = slots;  // the history slot is added at the end
   b.dense_features = features;
   b.tasks = options_.tasks;
   const bool purchase = options_.tasks == 2;
   const double rho = options_.purchase_correlation, rest = std::sqrt(1.0 - rho * rho);
+  // Bag (i, s) starts at i * per_sample + start[s].
+  std::vector<uint32_t> start(static_cast<size_t>(slots) + 1, 0);
+  for (int s = 0; s < slots; ++s)
+    start[s + 1] = start[s] + static_cast<uint32_t>(bag_size(s));
+  const uint32_t per_sample = start[slots];
   b.offsets.resize(static_cast<size_t>(batch_size) * slots + 1);
-  b.ids.resize(static_cast<size_t>(batch_size) * slots * per);
+  b.ids.resize(static_cast<size_t>(batch_size) * per_sample);
   b.dense.resize(static_cast<size_t>(batch_size) * features);
   b.labels.resize(static_cast<size_t>(batch_size) * options_.tasks);
   b.probs.resize(static_cast<size_t>(batch_size) * options_.tasks);
-  for (size_t k = 0; k < b.offsets.size(); ++k)
-    b.offsets[k] = static_cast<uint32_t>(k * per);
+  for (int i = 0; i < batch_size; ++i)
+    for (int s = 0; s < slots; ++s)
+      b.offsets[static_cast<size_t>(i) * slots + s] =
+        static_cast<uint32_t>(i) * per_sample + start[s];
+  b.offsets.back() = static_cast<uint32_t>(batch_size) * per_sample;
 
   const uint64_t stream = mix64(options_.seed * golden
                                 + (split == data_split::train  ? 0x51ed27
@@ -132,6 +206,9 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
   for (int f = 0; f < static_cast<int>(beta2.size()); ++f)
     beta2[f] = hash_unit_var(mix64(options_.seed ^ mix64(f + 0x3c6ef372ULL)));
 
+  const bool history = options_.history > 0;
+  std::vector<uint64_t> history_ids;
+  std::vector<uint32_t> history_end;  // per sample, its end in history_ids
   for (int i = 0; i < batch_size; ++i) {
     uint64_t rng = mix64(stream ^ static_cast<uint64_t>(index * batch_size + i));
     double logit = options_.teacher_bias, first = 0.0, first2 = 0.0;
@@ -140,10 +217,11 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
     SATRAP_ASSERT(latent <= 64);
     for (int s = 0; s < slots; ++s) {
       double* us = u.data() + static_cast<size_t>(s) * latent;
+      const int per = bag_size(s);
       for (int j = 0; j < per; ++j) {
         uint64_t rank = sample_rank(rng);
         uint64_t id = slot_id_hash(s, mix64(rank ^ slot_salt[s]));
-        b.ids[(static_cast<size_t>(i) * slots + s) * per + j] = id;
+        b.ids[static_cast<size_t>(i) * per_sample + start[s] + j] = id;
         first += id_effect(id) / per;
         if (purchase)
           first2 += purchase_id_effect(id) / per;
@@ -153,6 +231,11 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
       }
     }
     logit += id_scale_ * first;
+    if (history) {
+      const uint64_t* bag = b.ids.data() + static_cast<size_t>(i) * per_sample;
+      logit += draw_history(bag[start[0]], bag[start[1]], slot_salt[1], rng, history_ids);
+      history_end.push_back(static_cast<uint32_t>(history_ids.size()));
+    }
     // The sum over slot pairs s < t of u_s . u_t, as (|sum_s u_s|^2 - sum_s |u_s|^2) / 2: slots x
     // latent products instead of slots^2 / 2 x latent in one dependent chain of adds (half of
     // make_batch's time at 26 slots). The two agree to ~1e-15 relative; no float prob and no
@@ -203,6 +286,8 @@ batch synthetic_generator::make_batch(data_split split, int64_t index, int batch
     b.labels[2 * static_cast<size_t>(i)] = click ? 1.0f : 0.0f;
     b.labels[2 * static_cast<size_t>(i) + 1] = bought ? 1.0f : 0.0f;
   }
+  if (history)
+    add_history(b, history_ids, history_end);
   return b;
 }
 

@@ -50,7 +50,7 @@ result<std::unique_ptr<dense_model>> make_dense_model_checked(const dense_model_
     return plugin.failure();
   return (*plugin)->make(config.torchscript,
                          torchscript_contract{config.dense_features, config.slots, config.dim,
-                                              config.tasks, config.task_weights},
+                                              config.tasks, config.task_weights, config.sequences},
                          threads, seed);
 }
 

@@ -46,6 +46,10 @@ struct dense_model_config {
   // weight (training.task_weights; empty: every task weighs 1).
   int tasks = 1;
   std::vector<float> task_weights;
+  // Unpooled sequences (data.features' pooling: none; models/data/sequence_source.hpp): each
+  // one's positions. `slots` counts the pooled slots and then every position, `dense_features`
+  // the data's dense features and then one length per sequence. Only torchscript takes them.
+  std::vector<int> sequences;
   // torchscript: the archive's bytes (read once with the job; shared, never copied), where they
   // came from (messages), and its parameter count from the load check.
   std::shared_ptr<const std::string> torchscript;

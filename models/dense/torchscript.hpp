@@ -5,8 +5,15 @@
 //   forward(self, dense: Tensor, embeddings: Tensor) -> Tensor
 //     dense       float32 [B, D]     the batch's dense features (D = data's dense features)
 //     embeddings  float32 [B, S, E]  the pooled embeddings of the S slots, E = model.dim
-//     returns     float32 [B] or [B, 1]: one logit per sample (several tasks come with the
-//                 labels of "Features as they come": a module returning [B, T>1] is refused now)
+//     returns     float32 [B] or [B, 1]: one logit per sample; [B, T] with T labels
+//                 (data.labels), one logit per task
+//   With unpooled sequences (data.features' pooling: none, models/data/sequence_source.hpp):
+//   forward(self, dense: Tensor, embeddings: Tensor, sequences: List[Tensor], lengths: Tensor)
+//     dense       float32 [B, D]       the data's dense features
+//     embeddings  float32 [B, S, E]    the pooled features' embeddings
+//     sequences   K x float32 [B, L_k, E]  each sequence's embeddings, oldest first, zeros past
+//                 its length (L_k = the feature's max_length)
+//     lengths     int64 [B, K]         each sequence's length
 //   A CPU trainer with training.blas_threads > 1 splits each batch over that many replicas of the
 //   module, each with libtorch at one thread (models/dense/batch_split.hpp); random ops (dropout)
 //   then draw from libtorch's one global generator from several threads, so such steps are not
@@ -40,6 +47,10 @@ struct torchscript_contract {
   int dim = 0;                      // E
   int tasks = 1;                    // T (data.labels): logits [B] when 1, else [B, T]
   std::vector<float> task_weights;  // training.task_weights (empty: each task weighs 1)
+  // Unpooled sequences' positions L_k (K of them). With any, `slots` counts the pooled slots and
+  // then every position, `dense_features` the dense features and then K lengths, and forward
+  // takes four arguments (see the contract above).
+  std::vector<int> sequences;
 };
 
 // What the load check found.
@@ -67,7 +78,7 @@ struct torchscript_plugin_api {
   result<std::string> (*with_params)(const std::string& archive, const float* params,
                                      uint64_t count);
 };
-inline constexpr int torchscript_plugin_abi = 2;
+inline constexpr int torchscript_plugin_abi = 3;
 
 // The plugin, opened on first use; the error says where it was looked for and what to do.
 result<const torchscript_plugin_api*> torchscript_plugin();

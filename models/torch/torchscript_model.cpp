@@ -115,6 +115,69 @@ double bce(int n, int tasks, const std::vector<float>& task_weights, const float
   return sum;
 }
 
+// forward's arguments from the model's whole dense [B, D + K] and embeddings [B, S + sum L, E]
+// (views, no copies): (dense, embeddings), or with unpooled sequences (dense [B, D], embeddings
+// [B, S, E], sequences K x [B, L_k, E], lengths [B, K] int64). A gradient of the views reaches
+// the whole embeddings tensor.
+std::vector<c10::IValue> arguments(const torchscript_contract& c, const at::Tensor& dense,
+                                   const at::Tensor& embeddings) {
+  if (c.sequences.empty())
+    return {dense, embeddings};
+  const int64_t k = static_cast<int64_t>(c.sequences.size());
+  int64_t positions = 0;
+  for (int l : c.sequences)
+    positions += l;
+  const int64_t d = c.dense_features - k, s = c.slots - positions;
+  c10::List<at::Tensor> seqs;
+  int64_t at = s;
+  for (int l : c.sequences) {
+    seqs.push_back(embeddings.narrow(1, at, l));
+    at += l;
+  }
+  return {dense.narrow(1, 0, d), embeddings.narrow(1, 0, s), seqs,
+          dense.narrow(1, d, k).to(torch::kInt64)};
+}
+
+// The dry run's inputs, as text for messages: "dense [3, D], embeddings [3, S, E]" and, with
+// sequences, ", sequences [[3, L, E], ...], lengths [3, K]".
+std::string dry_shapes(const torchscript_contract& c) {
+  const int k = static_cast<int>(c.sequences.size());
+  int positions = 0;
+  std::string seqs;
+  for (int l : c.sequences) {
+    positions += l;
+    seqs += (seqs.empty() ? "" : ", ") + std::string("[3, ") + std::to_string(l) + ", "
+            + std::to_string(c.dim) + "]";
+  }
+  std::string out = "dense [3, " + std::to_string(c.dense_features - k) + "], embeddings [3, "
+                    + std::to_string(c.slots - positions) + ", " + std::to_string(c.dim) + "]";
+  if (k > 0)
+    out += ", sequences [" + seqs + "], lengths [3, " + std::to_string(k) + "]";
+  return out;
+}
+
+// The contract's forward, as text for messages.
+std::string contract_text(const torchscript_contract& c) {
+  const std::string out =
+    " -> Tensor " + (c.tasks == 1 ? std::string("[B]") : "[B, " + std::to_string(c.tasks) + "]");
+  if (c.sequences.empty())
+    return "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features)
+           + "], embeddings: Tensor [B, " + std::to_string(c.slots) + ", " + std::to_string(c.dim)
+           + "])" + out;
+  const int k = static_cast<int>(c.sequences.size());
+  int positions = 0;
+  std::string lens;
+  for (int l : c.sequences) {
+    positions += l;
+    lens += (lens.empty() ? "" : ", ") + std::string("[B, ") + std::to_string(l) + ", "
+            + std::to_string(c.dim) + "]";
+  }
+  return "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features - k)
+         + "], embeddings: Tensor [B, " + std::to_string(c.slots - positions) + ", "
+         + std::to_string(c.dim) + "], sequences: List[Tensor] (" + lens
+         + "), lengths: Tensor int64 [B, " + std::to_string(k) + "])" + out;
+}
+
 class torchscript_model final : public dense_model {
  public:
   torchscript_model(torch::jit::Module module, const torchscript_contract& c)
@@ -149,7 +212,7 @@ class torchscript_model final : public dense_model {
                .detach()
                .requires_grad_(true);
     const int64_t n = static_cast<int64_t>(batch) * c_.tasks;
-    auto out = module_.forward({d, e}).toTensor().reshape({n});
+    auto out = module_.forward(arguments(c_, d, e)).toTensor().reshape({n});
     auto z = out.detach().contiguous();
     std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(n) * sizeof(float));
     dlogits_.resize(static_cast<size_t>(n));
@@ -176,7 +239,7 @@ class torchscript_model final : public dense_model {
     auto d = torch::from_blob(const_cast<float*>(dense), {batch, c_.dense_features});
     auto e = torch::from_blob(const_cast<float*>(pooled), {batch, c_.slots, c_.dim});
     const int64_t n = static_cast<int64_t>(batch) * c_.tasks;
-    auto z = module_.forward({d, e}).toTensor().reshape({n}).contiguous();
+    auto z = module_.forward(arguments(c_, d, e)).toTensor().reshape({n}).contiguous();
     std::memcpy(logits, z.data_ptr<float>(), static_cast<size_t>(n) * sizeof(float));
   }
 
@@ -210,22 +273,28 @@ result<torchscript_info> check(torch::jit::Module& m, const std::string& name,
   if (!method)
     return make_input_error(name + ": the module has no forward method");
   const auto& args = method->function().getSchema().arguments();  // self first
-  const std::string expected =
-    "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features)
-    + "], embeddings: Tensor [B, " + std::to_string(c.slots) + ", " + std::to_string(c.dim)
-    + "]) -> Tensor "
-    + (c.tasks == 1 ? std::string("[B]") : "[B, " + std::to_string(c.tasks) + "]");
-  if (args.size() != 3) {
+  const std::string expected = contract_text(c);
+  const size_t want_args = c.sequences.empty() ? 2 : 4;
+  if (args.size() != want_args + 1) {
     std::string got;
     for (size_t i = 1; i < args.size(); ++i)
       got += (i > 1 ? ", " : "") + args[i].name() + ": " + args[i].type()->str();
     return make_input_error(name + ": forward takes " + std::to_string(args.size() - 1)
-                            + " argument(s) (" + got + "); expected 2: " + expected);
+                            + " argument(s) (" + got + "); expected " + std::to_string(want_args)
+                            + ": " + expected
+                            + (c.sequences.empty() ? ""
+                                                   : " (the job has unpooled sequences: "
+                                                     "data.features' pooling: none)"));
   }
-  for (size_t i = 1; i < 3; ++i)
-    if (!args[i].type()->isSubtypeOf(*c10::TensorType::get()))
+  for (size_t i = 1; i <= want_args; ++i) {
+    const bool list = i == 3;
+    c10::TypePtr type =
+      list ? c10::TypePtr(c10::ListType::ofTensors()) : c10::TypePtr(c10::TensorType::get());
+    if (!args[i].type()->isSubtypeOf(*type))
       return make_input_error(name + ": forward's argument '" + args[i].name() + "' is "
-                              + args[i].type()->str() + "; expected Tensor: " + expected);
+                              + args[i].type()->str() + "; expected "
+                              + (list ? "List[Tensor]" : "Tensor") + ": " + expected);
+  }
   torchscript_info info;
   info.torch = SATRAP_TORCH_VERSION;
   for (const auto& p : m.named_parameters()) {
@@ -240,18 +309,22 @@ result<torchscript_info> check(torch::jit::Module& m, const std::string& name,
   // One dry forward and backward on a small batch.
   const int64_t b = 3;
   auto d = torch::linspace(-1.0, 1.0, b * c.dense_features).reshape({b, c.dense_features});
+  if (!c.sequences.empty()) {  // lengths 1, 2, 3, ... cut to each sequence's positions
+    const int64_t k = static_cast<int64_t>(c.sequences.size());
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        d[i][c.dense_features - k + j] = std::min<int64_t>(i + 1, c.sequences[j]);
+  }
   auto e = torch::linspace(-0.5, 0.5, b * c.slots * c.dim)
              .reshape({b, c.slots, c.dim})
              .requires_grad_(true);
   c10::IValue out;
   m.train(true);
   try {
-    out = m.forward({d, e});
+    out = m.forward(arguments(c, d, e));
   } catch (const std::exception& ex) {
-    return make_input_error(name + ": forward failed on dense [3, "
-                            + std::to_string(c.dense_features) + "], embeddings [3, "
-                            + std::to_string(c.slots) + ", " + std::to_string(c.dim)
-                            + "]: " + torch_message(ex) + "; expected " + expected);
+    return make_input_error(name + ": forward failed on " + dry_shapes(c) + ": " + torch_message(ex)
+                            + "; expected " + expected);
   }
   if (!out.isTensor())
     return make_input_error(name + ": forward returned " + out.tagKind()
@@ -270,10 +343,8 @@ result<torchscript_info> check(torch::jit::Module& m, const std::string& name,
                             + std::to_string(t.size(1)) + " task(s), and this job has "
                             + std::to_string(T) + " label(s) (data.labels); expected " + want);
   if (!fits)
-    return make_input_error(name + ": forward returned " + shape_of(t) + " for dense [3, "
-                            + std::to_string(c.dense_features) + "] and embeddings [3, "
-                            + std::to_string(c.slots) + ", " + std::to_string(c.dim)
-                            + "]; expected logits " + want);
+    return make_input_error(name + ": forward returned " + shape_of(t) + " for " + dry_shapes(c)
+                            + "; expected logits " + want);
   if (!t.requires_grad())
     return make_input_error(name + ": forward's output does not depend on any parameter or on "
                             "the embeddings (no gradient would flow); expected logits computed "

@@ -44,6 +44,32 @@ TEST_CASE("synthetic batches have the documented layout") {
     CHECK((l == 0.0f || l == 1.0f));
 }
 
+TEST_CASE("synthetic bag sizes per slot lay out bags of those sizes") {
+  synthetic_options o = small_options();
+  o.bag_sizes = {3, 1, 2, 5};
+  synthetic_generator g(o);
+  batch b = g.make_batch(data_split::train, 2, 8);
+  REQUIRE(b.offsets.size() == 8 * 4 + 1);
+  CHECK(b.ids.size() == 8 * 11);
+  for (int i = 0; i < 8; ++i)
+    for (int s = 0; s < 4; ++s)
+      CHECK(b.offsets[i * 4 + s + 1] - b.offsets[i * 4 + s]
+            == static_cast<uint32_t>(o.bag_sizes[static_cast<size_t>(s)]));
+  // Every slot's bags hold ids of that slot's space only (slot_id_hash of the slot).
+  std::unordered_map<uint64_t, int> slot_of;
+  for (int i = 0; i < 8; ++i)
+    for (int s = 0; s < 4; ++s)
+      for (auto k = b.offsets[i * 4 + s]; k < b.offsets[i * 4 + s + 1]; ++k) {
+        auto [it, fresh] = slot_of.emplace(b.ids[k], s);
+        CHECK(it->second == s);
+      }
+  // Bag sizes equal to ids_per_sample in every slot are the same data, bit for bit.
+  synthetic_options flat = small_options();
+  flat.bag_sizes = {2, 2, 2, 2};
+  CHECK(same(synthetic_generator(small_options()).make_batch(data_split::test, 4, 16),
+             synthetic_generator(flat).make_batch(data_split::test, 4, 16)));
+}
+
 TEST_CASE("synthetic batches are deterministic and differ by index, split and seed") {
   synthetic_generator g(small_options());
   CHECK(same(g.make_batch(data_split::train, 7, 32), g.make_batch(data_split::train, 7, 32)));

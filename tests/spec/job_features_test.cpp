@@ -181,3 +181,78 @@ TEST_CASE("data.features: names YAML would misread survive the wire") {
   CHECK(back->data.format.features[0].name == "null");
   CHECK(back->data.format.features[1].table == "1e3");
 }
+
+TEST_CASE("data.features: pooling none keeps a sequence unpooled, for a TorchScript model") {
+  const char* job = R"(
+data:
+  source: jsonl
+  train_files: [a.jsonl]
+  features:
+    - {name: user, kind: id}
+    - {name: item, kind: id}
+    - {name: history, kind: sequence, table: item, max_length: 20, pooling: none}
+    - {name: tags, kind: bag, pooling: mean}
+    - {name: price, kind: dense}
+)";
+  auto spec = job_spec_defaults();
+  REQUIRE(job_spec_load_text(job, "job.yaml", spec) == caf::none);
+  // The model sees 3 pooled slots and 20 positions; the dense features and then the length.
+  auto seq = job_data_sequences(spec.data);
+  CHECK(seq.slots == std::vector<int>{2});
+  CHECK(seq.lengths == std::vector<int>{20});
+  CHECK(job_data_slots(spec.data) == 23);
+  CHECK(job_data_dense_features(spec.data) == 2);
+  auto pools = job_slot_pooling(spec);
+  REQUIRE(pools.size() == 23);
+  CHECK(pools[2] == pooling::mean);  // tags, now the third pooled slot
+  CHECK(pools[22] == pooling::sum);  // a position: its one id
+  // The built-in models take pooled features only.
+  auto err = error_of(job);
+  CHECK(err.find("feature 'history' has pooling: none") != std::string::npos);
+  CHECK(err.find("model.type torchscript") != std::string::npos);
+  // Only a sequence can be unpooled; the printed schema keeps `none`.
+  CHECK(error_of(R"(
+data:
+  source: jsonl
+  train_files: [a.jsonl]
+  features: [{name: tags, kind: bag, pooling: none}]
+)").find("feature 'tags': pooling: none is for a sequence")
+        != std::string::npos);
+  CHECK(feature_schema_text(spec.data.format.features).find("pooling: none") != std::string::npos);
+  CHECK(error_of(R"(
+data:
+  source: jsonl
+  train_files: [a.jsonl]
+  features: [{name: h, kind: sequence, max_length: 3, pooling: max}]
+)").find("expected one of sum mean sqrtn none")
+        != std::string::npos);
+}
+
+TEST_CASE("data.synthetic.history: one more slot, pooled by history_pooling or unpooled") {
+  auto spec = job_spec_defaults();
+  REQUIRE(job_spec_load_text("data: {synthetic: {slots: 4, history: 12, history_pooling: mean}}",
+                             "job.yaml", spec)
+          == caf::none);
+  auto err = job_spec_finalize(spec);
+  REQUIRE_MESSAGE(!err, error_text(err));
+  CHECK(spec.model.network.slots == 5);
+  CHECK(spec.model.network.sequences.empty());
+  CHECK(job_slot_pooling(spec)
+        == std::vector<pooling>{spec.model.pool, spec.model.pool, spec.model.pool,
+                                spec.model.pool, pooling::mean});
+  auto unpooled = job_spec_defaults();
+  REQUIRE(job_spec_load_text("data: {synthetic: {slots: 4, history: 12, history_pooling: none}}",
+                             "job.yaml", unpooled)
+          == caf::none);
+  CHECK(job_data_slots(unpooled.data) == 4 + 12);
+  CHECK(job_data_dense_features(unpooled.data) == unpooled.data.synthetic.dense_features + 1);
+  CHECK(error_of("data: {synthetic: {slots: 4, history: 12, history_pooling: none}}")
+          .find("feature 'history' has pooling: none")
+        != std::string::npos);
+  CHECK(error_of("data: {synthetic: {slots: 1, history: 12}}")
+          .find("expected data.synthetic.slots >= 2")
+        != std::string::npos);
+  CHECK(error_of("data: {synthetic: {slots: 3, bag_sizes: [1, 2]}}")
+          .find("expected one size per slot (3")
+        != std::string::npos);
+}

@@ -16,7 +16,7 @@ except ImportError:
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "examples", "models"))
-from models import DLRM, DCNv2, AttentionPool  # noqa: E402
+from models import DLRM, DCNv2, AttentionPool, DIN  # noqa: E402
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -35,6 +35,13 @@ for slots in (4, 8):
     save(DCNv2(13, slots, 16), f"dcn_v2_s{slots}.pt")
     torch.manual_seed(7)
     save(AttentionPool(13, slots, 16), f"attention_s{slots}.pt")
+
+
+# Unpooled sequences: DIN over 4 pooled slots and one sequence of 5 positions.
+torch.manual_seed(7)
+save(DIN(13, 4, 16, sequences=[5]), "din_s4_l5.pt")
+torch.manual_seed(7)
+save(DIN(1, 3, 16, sequences=[5]), "din_d1_s3_l5.pt")  # torchscript_job.py's JSON lines job
 
 
 class ThreeArgs(nn.Module):

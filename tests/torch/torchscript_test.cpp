@@ -203,6 +203,53 @@ TEST_CASE("torchscript: a module with a logit per task trains on several labels,
     CHECK(eval[i] == doctest::Approx(logits[i]).epsilon(1e-6));
 }
 
+TEST_CASE("torchscript: unpooled sequences reach the module with their lengths, and their gradients the positions") {
+  // dense 13 + 1 length; 4 pooled slots + 5 positions of one sequence.
+  torchscript_contract seq{14, 9, 16, 1, {}, {5}};
+  auto wrong = plugin().inspect(read("dlrm_s4.pt"), "dlrm_s4.pt", seq);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().find("expected 4: forward(self, dense: Tensor [B, 13], embeddings: Tensor "
+                           "[B, 4, 16], sequences: List[Tensor] ([B, 5, 16]), lengths: Tensor "
+                           "int64 [B, 1])")
+        != std::string::npos);
+  auto plain = plugin().inspect(read("din_s4_l5.pt"), "din_s4_l5.pt", tiny);
+  REQUIRE_FALSE(plain.ok());
+  CHECK(plain.error().find("forward takes 4 argument(s)") != std::string::npos);
+  auto cfg = config_of("din_s4_l5.pt", seq);
+  cfg.sequences = seq.sequences;
+  auto m = make_dense_model(cfg, 1);
+  const int batch = 3;
+  auto in = make_inputs(batch, seq, 11);
+  const int lengths[batch] = {2, 5, 0};
+  for (int i = 0; i < batch; ++i) {
+    in.dense[size_t(i) * 14 + 13] = float(lengths[i]);
+    for (int j = lengths[i]; j < 5; ++j)  // zeros past the length, as expand_sequences gives
+      std::fill_n(in.pooled.begin() + (size_t(i) * 9 + 4 + j) * 16, 16, 0.0f);
+  }
+  std::vector<float> logits(batch), g(in.pooled.size(), -1.0f);
+  m->forward_backward(batch, in.dense.data(), in.pooled.data(), in.labels.data(), 1.0f,
+                      logits.data(), g.data());
+  for (int i = 0; i < batch; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double norm = 0.0;
+      for (int k = 0; k < 16; ++k)
+        norm += std::fabs(g[(size_t(i) * 9 + 4 + j) * 16 + k]);
+      CAPTURE(i);
+      CAPTURE(j);
+      if (j < lengths[i])
+        CHECK(norm > 0.0);  // a position within the length gets its gradient
+      else
+        CHECK(norm == 0.0);  // masked: none
+    }
+  // A position past the length changes nothing: the logits ignore it.
+  auto moved = in;
+  std::fill_n(moved.pooled.begin() + (size_t(0) * 9 + 4 + 3) * 16, 16, 3.0f);
+  std::vector<float> a(batch), b(batch);
+  m->forward(batch, in.dense.data(), in.pooled.data(), a.data());
+  m->forward(batch, moved.dense.data(), moved.pooled.data(), b.data());
+  CHECK(a[0] == b[0]);
+}
+
 TEST_CASE("torchscript: the DLRM example is the built-in DLRM, given the same parameters") {
   for (auto [file, interaction, top] :
        {std::tuple{"dlrm_s4.pt", dlrm_interaction::dot_cat, std::vector<int>{}},
