@@ -9,11 +9,11 @@
 # on the same data, the same embeddings and optimizers, the same steps. Both sides print their
 # shapes. The last line is
 #   pooled_gap=<oracle - test AUC> din_gap=<...> oracle_auc=<...>
-# usage: tests/bench/sequence_gap.sh [TRAIN_BATCHES=1500] [HISTORY=20] [extra satrap flags...]
+# usage: tests/bench/sequence_gap.sh [TRAIN_BATCHES=3000] [HISTORY=20] [extra satrap flags...]
 # SATRAP_BIN: the satrap binary (default build/bin/satrap). Needs python3-torch (ops/setup.sh --bench).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-batches=${1:-1500}
+batches=${1:-3000}
 history=${2:-20}
 shift $(( $# > 2 ? 2 : $# ))
 satrap="${SATRAP_BIN:-$root/build/bin/satrap}"

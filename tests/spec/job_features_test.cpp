@@ -196,6 +196,10 @@ data:
 )";
   auto spec = job_spec_defaults();
   REQUIRE(job_spec_load_text(job, "job.yaml", spec) == caf::none);
+  // The built-in models take pooled features only (the data section is finalized by then).
+  auto refused = job_spec_finalize(spec);
+  REQUIRE(refused);
+  CHECK(error_text(refused).find("feature 'history' has pooling: none") != std::string::npos);
   // The model sees 3 pooled slots and 20 positions; the dense features and then the length.
   auto seq = job_data_sequences(spec.data);
   CHECK(seq.slots == std::vector<int>{2});

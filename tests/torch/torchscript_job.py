@@ -245,6 +245,18 @@ def cluster():
         d = abs(c["test_auc"] - e["test_auc"])
         print("cluster: test_auc %.4f, embedded %.4f (|diff| %.4f)" % (c["test_auc"], e["test_auc"], d))
         assert d <= 0.005, (c, e)
+        # Unpooled sequences on the cluster: DIN on the synthetic history, as embedded.
+        js = job("din-cluster", "model: {type: torchscript, file: %s}\n" % module("din_s4_l5.pt")
+                 + "data:\n  synthetic: {slots: 4, vocab: 2000, history: 5, history_pooling: none}\n"
+                 "training: {batch_size: 64, train_batches: 120, test_batches: 8, staleness: 1}\n"
+                 "placement: {shards: 2, aggregators: 2, loaders: 2, trainers: 2}\n")
+        c = last_json(run("submit", js, "--follow", "--json", *common).stdout)
+        e = last_json(run("train", "--job", js, "--json").stdout)
+        assert c["state"] == "SUCCEEDED", c
+        d = abs(c["test_auc"] - e["test_auc"])
+        print("cluster, DIN on a history: test_auc %.4f, embedded %.4f (|diff| %.4f)"
+              % (c["test_auc"], e["test_auc"], d))
+        assert d <= 0.005, (c, e)
         # A module past the size bound is refused before anything starts.
         big = os.path.join(WORK, "big.pt")
         with open(big, "wb") as f:
