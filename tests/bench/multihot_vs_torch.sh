@@ -9,12 +9,12 @@
 # PyTorch runs with 1 and 2 intra-op threads, and its best of the two each round is the baseline;
 # the three runs are interleaved (the order rotates every round). The last line is
 #   ratio=<median over rounds of satrap / max(torch 1t, torch 2t)> satrap_sps=... torch_best_sps=...
-# usage: tests/bench/multihot_vs_torch.sh [ROUNDS=3] [STEPS=20] [DIM=16]
+# usage: tests/bench/multihot_vs_torch.sh [ROUNDS=3] [STEPS=60] [DIM=16]
 # SATRAP_BIN: the satrap binary (default build/bin/satrap). Needs python3-torch (ops/setup.sh --bench).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rounds=${1:-3}
-steps=${2:-20}
+steps=${2:-60}
 dim=${3:-16}
 hotness=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
 satrap="${SATRAP_BIN:-$root/build/bin/satrap}"
@@ -30,8 +30,10 @@ run_satrap() {
     | tail -n 1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["samples_per_sec"]))'
 }
 run_torch() {
-  /usr/bin/python3 "$torch_py" --steps "$steps" --threads "$1" --dim "$dim" --hotness "$hotness" \
-    | tee /dev/stderr | sed -n 's/.*: \([0-9.]*\) samples\/s/\1/p'
+  local out
+  out=$(/usr/bin/python3 "$torch_py" --steps "$steps" --threads "$1" --dim "$dim" --hotness "$hotness")
+  echo "$out" >&2
+  sed -n 's/.*: \([0-9.]*\) samples\/s/\1/p' <<<"$out"
 }
 s_sps=() t1_sps=() t2_sps=()
 for i in $(seq 1 "$rounds"); do
