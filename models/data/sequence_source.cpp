@@ -3,13 +3,8 @@
 #include "models/assert.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 namespace satrap {
-
-int unpooled_sequences::positions() const {
-  return std::accumulate(lengths.begin(), lengths.end(), 0);
-}
 
 batch expand_sequences(const batch& in, const unpooled_sequences& seq) {
   if (seq.empty())

@@ -30,7 +30,12 @@ struct unpooled_sequences {
   std::vector<std::string> names;  // each one's feature name (messages)
 
   bool empty() const { return slots.empty(); }
-  int positions() const;  // the sum of lengths
+  int positions() const {  // the sum of lengths
+    int n = 0;
+    for (int l : lengths)
+      n += l;
+    return n;
+  }
   // The model's slots and dense features for data of `slots` and `dense` of them.
   int model_slots(int slots) const {
     return slots - static_cast<int>(this->slots.size()) + positions();
