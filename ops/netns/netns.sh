@@ -111,7 +111,7 @@ down() {
     pid=$(cat "$pidfile")
     kill "$pid" 2> /dev/null && for _ in $(seq 1 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2> /dev/null || true
-    rm -f "$pidfile"
+    rm -f "$pidfile" "/run/satrap-netns/$prefix.relay.log"
   fi
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-[0-9]+$" || true); do
     # Whatever still runs inside goes first (a namespace with processes outlives `ip netns del`).

@@ -10,11 +10,11 @@
 # usage: netns_cluster_test.sh SATRAP [TRAIN_BATCHES] [RATE=10gbit] [DELAY_US=0] [RELAY] [STALENESS]
 #   The last line is key=value pairs (samples/s of both runs and their ratio).
 set -euo pipefail
-satrap=$1
+satrap=$(realpath "$1")
 batches=${2:-}
 rate=${3:-10gbit}
 delay=${4:-0}
-relay=${5:-}
+relay=${5:+$(realpath "$5")}
 staleness=${6:-}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 netns="$root/ops/netns/netns.sh"
@@ -95,6 +95,16 @@ for i in 1 2 3; do
   b=$(in_ns $i cat /sys/class/net/eth0/statistics/tx_bytes)
   [ "$b" -gt 1000000 ] || fail "node namespace $i sent only $b bytes"
 done
+# Frames the links' tbf queues dropped (both ends of every link): TCP resends them after a
+# timeout, which a synchronous step (staleness 0) waits for.
+drops=0
+for i in 0 1 2 3; do
+  for d in $(in_ns $i tc -s qdisc show dev eth0 | grep -o 'dropped [0-9]*' | awk '{print $2}') \
+           $(tc -s qdisc show dev "${prefix}v$i" | grep -o 'dropped [0-9]*' | awk '{print $2}'); do
+    drops=$(( drops + d ))
+  done
+done
+echo "netns_tc_drops=$drops"
 trap - EXIT
 cleanup
 if ip netns list | grep -q "^$prefix-"; then echo "netns_cluster_test: FAIL: namespaces left" >&2; exit 1; fi
