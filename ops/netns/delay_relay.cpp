@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
       std::memcpy(dst.data(), f.bytes.data() + hdr_len, 6);
       auto it = port_of.find(dst);
       for (size_t p = 0; p < fds.size(); ++p) {
-        if (static_cast<int>(p) == f.in_port || (it != port_of.end() && it->second != static_cast<int>(p)))
+        if (static_cast<int>(p) == f.in_port
+            || (it != port_of.end() && it->second != static_cast<int>(p)))
           continue;
         // A full socket buffer drops the frame, as a switch's full queue would; TCP resends.
         (void)::send(fds[p], f.bytes.data(), f.bytes.size(), MSG_DONTWAIT);
