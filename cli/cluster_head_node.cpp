@@ -39,6 +39,18 @@ namespace satrap {
 
 namespace {
 
+int sys_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// Whether the scheduler threads of this host's cluster processes (its nodes, `threads` each, and
+// the head when it runs here) outnumber its cores.
+bool oversubscribed_host(const manifest& m, int cores, int threads) {
+  int wanted = host_is_local(m.head.host) ? 1 : 0;
+  for (auto& n : m.nodes)
+    if (host_is_local(n.host))
+      wanted += threads;
+  return wanted > cores;
+}
+
 // Ends the admin. The exit must come from an actor of this process: the admin drops exit messages
 // without a local sender (actors/peer_guard.hpp), and an admin that never ends keeps the actor
 // system's destructor waiting, so a head that failed to start used to hang there instead of
@@ -166,6 +178,13 @@ int cluster_commands::run_node() {
   satrap_config cfg;
   cluster_config_setup(cfg);
   cfg.set("scheduler.max-threads", std::max(1, spec->resources.cores));
+  // When the manifest puts more scheduler threads on this host than it has cores (a test cluster
+  // of several nodes on one machine), an idle worker parks at once instead of polling for
+  // `satrap.scheduler-spin` first: its polls yield the core, and with every core taken each
+  // yield was a context switch to another process's polling worker (perf, tests/bench/README.md,
+  // issue 51: sched_yield was ~12% of the cluster's CPU on 2 cores).
+  if (oversubscribed_host(*m, sys_cores(), std::max(1, spec->resources.cores)))
+    cfg.set("satrap.scheduler-spin", caf::timespan{0});
   if (auto why = cluster_security_setup(cfg, *m, dir, "node-" + spec->name); !why.empty()) {
     std::cerr << "satrap node: " << why << "\n";
     return 2;

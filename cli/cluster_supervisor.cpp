@@ -112,8 +112,9 @@ int cluster_commands::run_supervise() {
       nodes.push_back(supervised_node{
         n.name, 0, 0, restart_intensity(max_restarts_, std::chrono::seconds(period_s_))});
   if (nodes.empty()) {
-    std::cerr << "satrap supervise: no node of cluster '" << m->cluster
-              << "' has this host (127.0.0.1, localhost or its host name)\n";
+    std::cerr
+      << "satrap supervise: no node of cluster '" << m->cluster
+      << "' has this host (127.0.0.1, localhost, its host name or an address of its interfaces)\n";
     return 2;
   }
   block_stop_signals();

@@ -1,6 +1,9 @@
 #include "cli/process_record.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -123,7 +126,28 @@ pid_t satrap_start(const std::vector<std::string>& args, const std::string& log,
 bool host_is_local(const std::string& host) {
   char name[HOST_NAME_MAX + 1] = {};
   gethostname(name, sizeof name);
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == name;
+  if (host == "127.0.0.1" || host == "localhost" || host == "::1" || host == name)
+    return true;
+  // An address of one of this network namespace's interfaces (a test host of ops/netns/netns.sh,
+  // or a machine's own address in its manifest entry).
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return false;
+  bool found = false;
+  for (auto* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr)
+      continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET)
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                  sizeof text);
+    else if (a->ifa_addr->sa_family == AF_INET6)
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text,
+                  sizeof text);
+    found = text[0] != 0 && host == text;
+  }
+  ::freeifaddrs(list);
+  return found;
 }
 
 }  // namespace satrap

@@ -34,7 +34,8 @@ std::string satrap_executable();
 pid_t satrap_start(const std::vector<std::string>& args, const std::string& log, bool new_session,
                    const std::string& env = "");
 
-// Whether `host` names this machine (a loopback address, localhost or its host name).
+// Whether `host` names this machine: a loopback address, localhost, its host name or an address
+// of one of its interfaces (in this network namespace).
 bool host_is_local(const std::string& host);
 
 }  // namespace satrap

@@ -29,6 +29,8 @@ packages=(build-essential cmake ccache pkg-config git
           protobuf-compiler python3-protobuf  # the TFRecord test writes tf.train.Example with protobuf
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
+          iproute2              # ops/netns (ip netns, veth, tc tbf): the cluster over namespaces
+          linux-perf            # tests/bench/cluster_breakdown.sh: perf record of the cluster
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
           librocksdb-dev        # the SSD tier's RocksDB cold store (models/tier/cold_store.hpp)
           chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
