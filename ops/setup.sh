@@ -31,6 +31,7 @@ packages=(build-essential cmake ccache pkg-config git
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
           librocksdb-dev        # the SSD tier's RocksDB cold store (models/tier/cold_store.hpp)
+          librdkafka-dev        # the Kafka stream source (models/data/kafka_source.hpp) and its mock cluster in tests
           chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
           # Deployment: the image and the container test (podman with runc, the local pause
           # image needs catatonit; debootstrap makes the base image).
