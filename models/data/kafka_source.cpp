@@ -34,7 +34,8 @@ std::string make_handle(const kafka_options& o, bool with_group, rd_kafka_t*& ou
   std::vector<std::pair<std::string, std::string>> kv = {
     {"bootstrap.servers", o.brokers},      {"enable.auto.commit", "false"},
     {"enable.auto.offset.store", "false"}, {"enable.partition.eof", "false"},
-    {"auto.offset.reset", "error"},        {"log_level", "3"},
+    {"auto.offset.reset", "error"},
+    {"allow.auto.create.topics", "false"},  // a misspelt topic is an error, not a new topic        {"log_level", "3"},
   };
   if (with_group)
     kv.emplace_back("group.id", o.group);
@@ -225,13 +226,14 @@ result<ok_t> kafka_source::resolve(const kafka_options& o) {
     // Written to a temporary file and linked into place: a concurrent first open of another
     // process of the job either wins or reads the winner's.
     auto tmp = o.positions_file + ".tmp." + std::to_string(::getpid());
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(o.positions_file).parent_path(), ec);
     {
       std::ofstream out(tmp);
       out << partitions_json(parts_) << "\n";
       if (!out.flush())
         return make_model_error(tmp + ": cannot write the kafka positions");
     }
-    std::filesystem::create_directories(std::filesystem::path(o.positions_file).parent_path());
     if (::link(tmp.c_str(), o.positions_file.c_str()) != 0) {
       std::filesystem::remove(tmp);
       parts_.clear();
@@ -431,7 +433,11 @@ batch kafka_source::make_batch(data_split split, int64_t index, int batch_size) 
   auto waited = std::chrono::steady_clock::now();
   const int poll_ms = static_cast<int>(std::min<int64_t>(options_.timeout_ms, 1000));
   while (r.next < last) {
-    rd_kafka_message_t* m = rd_kafka_consume(topic, part.partition, poll_ms);
+    // Held until handled, also when a parse error throws: rd_kafka_destroy waits for every
+    // message handed out to come back.
+    std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> held(
+      rd_kafka_consume(topic, part.partition, poll_ms), rd_kafka_message_destroy);
+    rd_kafka_message_t* m = held.get();
     if (!m) {
       auto waited_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited)
@@ -449,12 +455,9 @@ batch kafka_source::make_batch(data_split split, int64_t index, int batch_size) 
     }
     waited = std::chrono::steady_clock::now();
     if (m->err) {
-      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        rd_kafka_message_destroy(m);
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
         continue;
-      }
       auto what = std::string(rd_kafka_message_errstr(m));
-      rd_kafka_message_destroy(m);
       throw std::runtime_error("data.kafka: " + part_name(part) + " offset "
                                + std::to_string(r.next) + ": " + what);
     }
@@ -468,7 +471,6 @@ batch kafka_source::make_batch(data_split split, int64_t index, int batch_size) 
       take(payload, off);
       r.next = off + 1;
     }
-    rd_kafka_message_destroy(m);
   }
   spdlog::debug("kafka_batch batch={} topic={} partition={} first={} last={} samples={}", index,
                 part.topic, part.partition, first, last, b.size);
