@@ -125,9 +125,13 @@ caf::expected<job_data> open_kafka(const job_spec& spec) {
   job_data out;
   const auto trainers = static_cast<int64_t>(spec.placement.trainers);
   out.train_batches = spec.training.train_batches;
-  if (src->batches() >= 0) {  // end_offsets: the whole stream, in whole steps
+  if (src->batches() < 0 && out.train_batches == 0)
+    return make_error(errc::invalid_config,
+                      "training.train_batches: expected the batches to train (> 0) for an "
+                      "unbounded stream (data.kafka.end: none)");
+  if (src->batches() >= 0) {  // end_offsets: train_batches 0 is the whole stream, in whole steps
     auto all = src->batches() / trainers * trainers;
-    if (spec.keys_set.count("training.train_batches") == 0 || out.train_batches > all)
+    if (out.train_batches == 0 || out.train_batches > all)
       out.train_batches = all;
     if (out.train_batches < src->batches())
       spdlog::warn("kafka_batches_left batches={} trained={} trainers={}", src->batches(),

@@ -307,10 +307,17 @@ caf::error data_finalize(job_spec& spec) {
   const bool named = d.source == data_source::jsonl || d.source == data_source::tfrecord
                      || (stream && text_format_named(d.kafka_format));
   if (!stream) {
-    for (auto& k : spec.keys_set)
-      if (k.rfind("data.kafka.", 0) == 0)
-        return bad_spec(k + ": expected data.source kafka, got "
-                        + std::string(data_source_name(d.source)));
+    // (A job's text names every key, defaults included: a value given is what counts.)
+    const auto& k = d.kafka;
+    const char* given = !k.brokers.empty()      ? "data.kafka.brokers"
+                        : !k.topics.empty()     ? "data.kafka.topics"
+                        : !k.group.empty()      ? "data.kafka.group"
+                        : !k.trace_file.empty() ? "data.kafka.trace_file"
+                        : !k.config.empty()     ? "data.kafka.config"
+                                                : nullptr;
+    if (given)
+      return bad_spec(std::string(given) + ": expected data.source kafka, got "
+                      + data_source_name(d.source));
   } else {
     if (d.kafka.brokers.empty())
       return bad_spec(

@@ -69,7 +69,7 @@ data:
   kafka: {{brokers: "{brokers}", topics: [clicks], format: jsonl, start: earliest,
           end: end_offsets, trace_file: trace.jsonl}}
   features: [{{name: n, kind: dense}}, {{name: user, kind: id}}, {{name: item, kind: id}}]
-training: {{batch_size: {BATCH}, staleness: 1}}
+training: {{batch_size: {BATCH}, train_batches: 0, staleness: 1}}
 placement: {{shards: 2, aggregators: 1, loaders: 2, trainers: 1}}
 """
 open("job.yaml", "w").write(job)
