@@ -75,8 +75,9 @@ result<kafka_produce_summary> kafka_produce(const kafka_produce_options& o) {
   out.partitions = partitions;
   const auto started = std::chrono::steady_clock::now();
   int64_t sent = 0;
+  std::string refused;  // why the producer refused a message
   auto send = [&](const char* data, size_t n) -> bool {
-    if (o.limit >= 0 && sent >= o.limit)
+    if ((o.limit >= 0 && sent >= o.limit) || !refused.empty())
       return false;
     if (o.rate > 0) {
       auto due = started + std::chrono::duration<double>(static_cast<double>(sent) / o.rate);
@@ -87,8 +88,10 @@ result<kafka_produce_summary> kafka_produce(const kafka_produce_options& o) {
     while (rd_kafka_produce(t, part, RD_KAFKA_MSG_F_COPY, const_cast<char*>(data), n, nullptr, 0,
                             nullptr)
            != 0) {
-      if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+      if (auto e = rd_kafka_last_error(); e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        refused = "message " + std::to_string(sent + 1) + ": " + rd_kafka_err2str(e);
         return false;
+      }
       rd_kafka_poll(rk, 50);
     }
     rd_kafka_poll(rk, 0);
@@ -124,6 +127,8 @@ result<kafka_produce_summary> kafka_produce(const kafka_produce_options& o) {
       }
     }
   rd_kafka_flush(rk, static_cast<int>(o.timeout_ms));
+  if (!refused.empty())
+    return make_model_error("produce: the producer refused " + refused);
   out.messages = d.ok;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (d.failed > 0 || d.ok < sent)

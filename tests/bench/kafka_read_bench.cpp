@@ -3,6 +3,8 @@
 // librdkafka's mock cluster (TCP on loopback, started here), then read back by a kafka_source in
 // batches of the default job's size, one thread, as a loader makes them. Prints the decode rate;
 // tests/bench/kafka_bench.sh sets it against the default job's training samples/s in the same go.
+// (librdkafka's mock cluster keeps only the newest ~2-3 MB per partition: keep SAMPLES / PARTITIONS
+// at about 5000; the program fails when it reads fewer samples than it wrote.)
 // usage: kafka_read_bench [SAMPLES=200000] [PARTITIONS=4] [BATCH=512] [FORMAT=criteo|jsonl]
 #include "models/data/criteo_writer.hpp"
 #include "models/data/kafka_producer.hpp"
