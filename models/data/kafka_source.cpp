@@ -32,10 +32,13 @@ std::string make_handle(const kafka_options& o, bool with_group, rd_kafka_t*& ou
     return "";
   };
   std::vector<std::pair<std::string, std::string>> kv = {
-    {"bootstrap.servers", o.brokers},      {"enable.auto.commit", "false"},
-    {"enable.auto.offset.store", "false"}, {"enable.partition.eof", "false"},
+    {"bootstrap.servers", o.brokers},
+    {"enable.auto.commit", "false"},
+    {"enable.auto.offset.store", "false"},
+    {"enable.partition.eof", "false"},
     {"auto.offset.reset", "error"},
-    {"allow.auto.create.topics", "false"},  // a misspelt topic is an error, not a new topic        {"log_level", "3"},
+    {"allow.auto.create.topics",
+     "false"},  // a misspelt topic is an error, not a new topic        {"log_level", "3"},
   };
   if (with_group)
     kv.emplace_back("group.id", o.group);

@@ -5,7 +5,7 @@
 // tests/bench/kafka_bench.sh sets it against the default job's training samples/s in the same go.
 // (librdkafka's mock cluster keeps only the newest ~2-3 MB per partition: keep SAMPLES / PARTITIONS
 // at about 5000; the program fails when it reads fewer samples than it wrote.)
-// usage: kafka_read_bench [SAMPLES=200000] [PARTITIONS=4] [BATCH=512] [FORMAT=criteo|jsonl]
+// usage: kafka_read_bench [SAMPLES=60000] [PARTITIONS=12] [BATCH=512] [FORMAT=criteo|jsonl]
 #include "models/data/criteo_writer.hpp"
 #include "models/data/kafka_producer.hpp"
 #include "models/data/kafka_source.hpp"
@@ -24,8 +24,8 @@
 using namespace satrap;
 
 int main(int argc, char** argv) {
-  const int64_t samples = argc > 1 ? std::atoll(argv[1]) : 200000;
-  const int partitions = argc > 2 ? std::atoi(argv[2]) : 4;
+  const int64_t samples = argc > 1 ? std::atoll(argv[1]) : 60000;
+  const int partitions = argc > 2 ? std::atoi(argv[2]) : 12;
   const int batch_size = argc > 3 ? std::atoi(argv[3]) : 512;
   const std::string format = argc > 4 ? argv[4] : "criteo";
   auto dir =
