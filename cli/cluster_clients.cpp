@@ -125,6 +125,7 @@ int cluster_commands::run_submit() {
       p.samples_per_sec = j->samples_per_sec;
       p.loss = j->loss;
       p.running_auc = j->running_auc;
+      p.stream_lag = j->stream_lag;
       print_progress_line(p);
     }
     if (job_state_final(j->state)) {

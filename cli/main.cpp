@@ -5,6 +5,7 @@
 #include "cli/exit_status.hpp"
 #include "cli/cluster_commands.hpp"
 #include "cli/plan_command.hpp"
+#include "cli/produce_command.hpp"
 #include "cli/gen_criteo_command.hpp"
 #include "cli/k8s_command.hpp"
 #include "cli/serving_commands.hpp"
@@ -41,8 +42,10 @@ int main(int argc, char** argv) {
   satrap::predict_command predict;
   satrap::serve_command serve;
   satrap::cache_command cache;
-  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &slurm, &cluster,
-                                       &certs, &export_cmd, &predict, &serve, &cache};
+  satrap::produce_command produce;
+  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &slurm,
+                                       &cluster, &certs, &export_cmd, &predict, &serve,
+                                       &cache, &produce};
   for (auto* c : commands)
     c->add_to(app);
   try {

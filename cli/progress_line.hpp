@@ -13,10 +13,13 @@ inline void print_progress_line(const job_progress& p) {
   if (p.validation_step >= 0)
     std::snprintf(validation, sizeof validation, "  val auc %.4f (best %.4f @%lld)",
                   p.validation_auc, p.best_validation_auc, static_cast<long long>(p.best_step));
-  std::fprintf(stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s  loss %.4f  auc %.4f%s   ",
-               static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
-               static_cast<long long>(p.samples), p.samples_per_sec, p.loss, p.running_auc,
-               validation);
+  char lag[48] = "";  // a stream's messages not yet trained
+  if (p.stream_lag >= 0)
+    std::snprintf(lag, sizeof lag, "  lag %lld", static_cast<long long>(p.stream_lag));
+  std::fprintf(
+    stderr, "\r  step %lld/%lld  samples %lld  %.0f samples/s%s  loss %.4f  auc %.4f%s   ",
+    static_cast<long long>(p.steps), static_cast<long long>(p.steps_total),
+    static_cast<long long>(p.samples), p.samples_per_sec, lag, p.loss, p.running_auc, validation);
   std::fflush(stderr);
 }
 

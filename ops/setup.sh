@@ -33,6 +33,7 @@ packages=(build-essential cmake ccache pkg-config git
           linux-perf            # tests/bench/cluster_breakdown.sh: perf record of the cluster
           libabsl-dev           # absl::flat_hash_map, a baseline of tests/bench/embedding_store_bench
           librocksdb-dev        # the SSD tier's RocksDB cold store (models/tier/cold_store.hpp)
+          librdkafka-dev        # the Kafka stream source (models/data/kafka_source.hpp) and its mock cluster in tests
           chromium chromium-driver fonts-dejavu-core  # the dashboard's browser tests
           # Deployment: the image and the container test (podman with runc, the local pause
           # image needs catatonit; debootstrap makes the base image).

@@ -3,6 +3,7 @@
 #include "models/data/feature_cross.hpp"
 #include "models/data/sequence_source.hpp"
 #include "models/data/file_source.hpp"
+#include "models/data/kafka_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "runtime/error.hpp"
 
@@ -108,7 +109,59 @@ std::string job_data_cache_root(const data_spec& data) {
 
 namespace {
 
+// A Kafka stream: training batches only (no test or validation split).
+caf::expected<job_data> open_kafka(const job_spec& spec) {
+  auto o = spec.data.kafka;
+  o.timeout_ms = spec.timing.kafka_timeout_ms;
+  o.lag_interval_ms = spec.timing.kafka_lag_interval_ms;
+  o.skip_bad = spec.data.on_error == on_error_policy::skip;
+  o.batch_size = spec.training.batch_size;
+  if (!spec.checkpoint.dir.empty())
+    o.positions_file =
+      (std::filesystem::path(spec.checkpoint.dir) / "kafka-positions.json").string();
+  auto opened = kafka_source::open(o, spec.data.format);
+  if (!opened)
+    return make_error(opened.bad_input() ? errc::invalid_config : errc::io_failure, opened.error());
+  auto& src = opened.value();
+  job_data out;
+  const auto trainers = static_cast<int64_t>(spec.placement.trainers);
+  out.train_batches = spec.training.train_batches;
+  if (src->batches() < 0 && out.train_batches == 0)
+    return make_error(errc::invalid_config,
+                      "training.train_batches: expected the batches to train (> 0) for an "
+                      "unbounded stream (data.kafka.end: none)");
+  if (src->batches() >= 0) {  // end_offsets: train_batches 0 is the whole stream, in whole steps
+    auto all = src->batches() / trainers * trainers;
+    if (out.train_batches == 0 || out.train_batches > all)
+      out.train_batches = all;
+    if (out.train_batches < src->batches())
+      spdlog::warn("kafka_batches_left batches={} trained={} trainers={}", src->batches(),
+                   out.train_batches, trainers);
+  }
+  if (out.train_batches <= 0)
+    return make_error(errc::invalid_config,
+                      "data.kafka.end: the stream has no whole step of messages to train on ("
+                        + std::to_string(src->samples(data_split::train)) + " messages)");
+  const auto loaders = static_cast<size_t>(spec.placement.loaders);
+  if (loaders > src->partitions().size())
+    spdlog::warn(
+      "kafka_loaders_share_partitions loaders={} partitions={} (loaders read disjoint "
+      "offset ranges of a shared partition)",
+      loaders, src->partitions().size());
+  else if (src->partitions().size() % loaders != 0)
+    spdlog::info("kafka_partitions_uneven loaders={} partitions={} (loaders rotate over them)",
+                 loaders, src->partitions().size());
+  src->set_batch_limit(out.train_batches);
+  out.test_batches = 0;
+  out.validation_batches = 0;
+  out.epoch_steps = 0;
+  out.source = std::move(src);
+  return out;
+}
+
 caf::expected<job_data> open_source(const job_spec& spec) {
+  if (spec.data.source == data_source::kafka)
+    return open_kafka(spec);
   if (spec.data.source != data_source::synthetic)
     return open_files(spec);
   job_data out;

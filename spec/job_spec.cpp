@@ -170,6 +170,9 @@ caf::error job_spec_load_file(const std::string& path, job_spec& spec) {
   auto& history = spec.training.history_file;
   if (!history.empty() && std::filesystem::path(history).is_relative())
     history = (folder / history).lexically_normal().string();
+  auto& trace = spec.data.kafka.trace_file;
+  if (!trace.empty() && std::filesystem::path(trace).is_relative())
+    trace = (folder / trace).lexically_normal().string();
   return caf::none;
 }
 

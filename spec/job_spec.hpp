@@ -11,6 +11,7 @@
 #include "models/data/dataset_cache.hpp"
 #include "models/data/feature_cross.hpp"
 #include "models/data/file_source.hpp"
+#include "models/data/kafka_source.hpp"
 #include "models/data/synthetic.hpp"
 #include "models/dense/dense_optimizer.hpp"
 #include "models/dense/model_zoo.hpp"
@@ -45,7 +46,8 @@ enum class data_source {
   libfm,
   libffm,
   jsonl,
-  tfrecord  // tf.train.Example records (models/data/tfrecord_format.hpp)
+  tfrecord,  // tf.train.Example records (models/data/tfrecord_format.hpp)
+  kafka      // a Kafka stream (models/data/kafka_source.hpp), messages in data.kafka.format
 };  // libfm = libsvm's format
 
 // The key's text ("synthetic", "criteo", ...), for messages.
@@ -74,6 +76,10 @@ struct data_spec {
   // Feature crosses (models/data/feature_cross.hpp): each adds a sparse slot after the data's own,
   // whose ids hash the crossed slots' ids; applied to every batch of every split, and by serving.
   feature_crosses crosses;
+  // data.source kafka (models/data/kafka_source.hpp): data.kafka.* (brokers, topics, group,
+  // start, end, config) and the messages' format (data.kafka.format: jsonl, tfrecord or criteo).
+  kafka_options kafka;
+  text_format kafka_format = text_format::jsonl;
 };
 
 // Where the dense network runs: on the CPU (BLAS), or on a CUDA device (models/cuda/; DLRM only).

@@ -19,6 +19,7 @@ const char* data_source_name(data_source s) {
     case data_source::libffm: return "libffm";
     case data_source::jsonl: return "jsonl";
     case data_source::tfrecord: return "tfrecord";
+    case data_source::kafka: return "kafka";
   }
   return "?";
 }
@@ -184,7 +185,68 @@ std::vector<job_field> data_fields() {
                       {"synthetic", data_source::synthetic}, {"criteo", data_source::criteo},
                       {"libsvm", data_source::libsvm}, {"libfm", data_source::libfm},
                       {"libffm", data_source::libffm}, {"jsonl", data_source::jsonl},
-                      {"tfrecord", data_source::tfrecord}),
+                      {"tfrecord", data_source::tfrecord}, {"kafka", data_source::kafka}),
+    SATRAP_STRING_FIELD("data.kafka.brokers", "kafka-brokers",
+                        "kafka: bootstrap brokers, host:port[,host:port...] (a real Kafka)",
+                        data.kafka.brokers),
+    SATRAP_LIST_FIELD("data.kafka.topics", "kafka-topics",
+                      "kafka: the topics read (every partition of each)", data.kafka.topics),
+    SATRAP_STRING_FIELD("data.kafka.group", "kafka-group",
+                        "kafka: consumer group the checkpointed offsets are committed to (lag "
+                        "monitoring; never read back); \"\": none",
+                        data.kafka.group),
+    SATRAP_ENUM_FIELD("data.kafka.format", "kafka-format",
+                      "kafka: each message is a JSON-lines object, a serialized TFRecord Example "
+                      "or a Criteo TSV line",
+                      data.kafka_format, {"jsonl", text_format::jsonl},
+                      {"tfrecord", text_format::tfrecord}, {"criteo", text_format::criteo}),
+    job_field{"data.kafka.start", "kafka-start",
+              "kafka: where a new job starts reading: earliest, latest or a time (ms since the "
+              "epoch); resolved once and kept in checkpoint.dir",
+              [](job_spec& s, const std::string& t) -> std::string {
+                auto& k = s.data.kafka;
+                if (t == "earliest" || t == "latest") {
+                  k.start = t == "earliest" ? kafka_start::earliest : kafka_start::latest;
+                  return "";
+                }
+                k.start = kafka_start::timestamp;
+                auto want = parse_int(t, k.start_ms, int64_t{0}, i64max);
+                return want.empty() ? "" : "earliest, latest or a time in ms since the epoch";
+              },
+              [](const job_spec& s) {
+                auto& k = s.data.kafka;
+                return k.start == kafka_start::timestamp ? std::to_string(k.start_ms)
+                       : k.start == kafka_start::latest  ? std::string("latest")
+                                                         : std::string("earliest");
+              }},
+    SATRAP_ENUM_FIELD("data.kafka.end", "kafka-end",
+                      "kafka: none (read until cancelled; training.train_batches ends the job) or "
+                      "end_offsets (the partitions' ends when the job starts)",
+                      data.kafka.end, {"none", kafka_end::none},
+                      {"end_offsets", kafka_end::end_offsets}),
+    SATRAP_STRING_FIELD("data.kafka.trace_file", "kafka-trace",
+                        "kafka: append each batch's topic, partition and offsets to this file "
+                        "(JSON lines; which messages were trained); \"\": none",
+                        data.kafka.trace_file),
+    job_field{"data.kafka.config", "",
+              "kafka: extra librdkafka settings, each key=value (e.g. security.protocol=ssl)",
+              [](job_spec& s, const std::string& t) -> std::string {
+                s.data.kafka.config.clear();
+                for (auto& item : split_list(t)) {
+                  auto eq = item.find('=');
+                  if (eq == std::string::npos || eq == 0)
+                    return "key=value settings, e.g. [security.protocol=ssl]";
+                  s.data.kafka.config.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+                }
+                return "";
+              },
+              [](const job_spec& s) {
+                std::vector<std::string> v;
+                for (auto& [k, x] : s.data.kafka.config)
+                  v.push_back(k + "=" + x);
+                return show_list(v);
+              },
+              true},
     job_field{
       "data.features", "",
       "jsonl: the named features of a sample, each {name, kind: id|bag|sequence|dense, "
@@ -333,11 +395,41 @@ caf::error data_finalize(job_spec& spec) {
   if (!weights.empty() && weights.size() != d.labels.size())
     return bad_spec("training.task_weights: expected one weight per label of data.labels ("
                     + std::to_string(d.labels.size()) + "), got " + std::to_string(weights.size()));
-  const bool named = d.source == data_source::jsonl || d.source == data_source::tfrecord;
+  const bool stream = d.source == data_source::kafka;
+  const bool named = d.source == data_source::jsonl || d.source == data_source::tfrecord
+                     || (stream && text_format_named(d.kafka_format));
+  if (!stream) {
+    // (A job's text names every key, defaults included: a value given is what counts.)
+    const auto& k = d.kafka;
+    const char* given = !k.brokers.empty()      ? "data.kafka.brokers"
+                        : !k.topics.empty()     ? "data.kafka.topics"
+                        : !k.group.empty()      ? "data.kafka.group"
+                        : !k.trace_file.empty() ? "data.kafka.trace_file"
+                        : !k.config.empty()     ? "data.kafka.config"
+                                                : nullptr;
+    if (given)
+      return bad_spec(std::string(given) + ": expected data.source kafka, got "
+                      + data_source_name(d.source));
+  } else {
+    if (d.kafka.brokers.empty())
+      return bad_spec(
+        "data.kafka.brokers: expected the bootstrap brokers (host:port[,host:port...]) for "
+        "data.source kafka");
+    if (d.kafka.topics.empty())
+      return bad_spec("data.kafka.topics: expected at least one topic for data.source kafka");
+    for (auto* files : {&d.train_files, &d.test_files, &d.validation_files})
+      if (!files->empty())
+        return bad_spec(
+          "data.train_files / data.test_files / data.validation_files: expected none for "
+          "data.source kafka (the stream is the training data; it has no test split)");
+    if (d.reading.validation_fraction > 0.0)
+      return bad_spec("data.validation_fraction: expected 0 for data.source kafka");
+  }
   if (!d.format.features.empty() || named) {
     if (!named)
       return bad_spec(
-        std::string("data.features: expected data.source jsonl or tfrecord (the features of ")
+        std::string(
+          "data.features: expected data.source jsonl or tfrecord, or kafka with data.kafka.format jsonl or tfrecord (the features of ")
         + data_source_name(d.source) + " data are its slots, slot_0, slot_1, ...)");
     if (d.format.features.empty())
       return bad_spec(
@@ -366,7 +458,8 @@ caf::error data_finalize(job_spec& spec) {
                                 "(their idx:value pairs), got ")
                     + data_source_name(d.source));
   if (d.source != data_source::synthetic) {
-    d.format.format = d.source == data_source::criteo     ? text_format::criteo
+    d.format.format = stream                              ? d.kafka_format
+                      : d.source == data_source::criteo   ? text_format::criteo
                       : d.source == data_source::libffm   ? text_format::libffm
                       : d.source == data_source::jsonl    ? text_format::jsonl
                       : d.source == data_source::tfrecord ? text_format::tfrecord
@@ -374,7 +467,7 @@ caf::error data_finalize(job_spec& spec) {
     if (auto format = text_format_check(d.format); !format)
       return bad_spec("data: expected " + format.error() + " for data.source "
                       + data_source_name(d.source));
-    if (d.train_files.empty())
+    if (d.train_files.empty() && !stream)
       return bad_spec("data.train_files: expected at least one file for data.source "
                       + std::string(data_source_name(d.source)));
   }

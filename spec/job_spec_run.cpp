@@ -105,6 +105,12 @@ std::vector<job_field> run_fields() {
     SATRAP_INT_FIELD("supervision.window_s", "", "restart intensity window, seconds",
                      supervision.window_s, 1, i32max),
     // Timeouts and intervals (spec/knobs.hpp says what each is for), milliseconds.
+    SATRAP_INT_FIELD("timing.kafka_timeout_ms", "",
+                     "a Kafka broker's answer (data.source kafka), ms", timing.kafka_timeout_ms,
+                     int64_t{1}, i64max),
+    SATRAP_INT_FIELD("timing.kafka_lag_interval_ms", "",
+                     "a Kafka stream's partition ends asked this often, for its lag, ms; 0: never",
+                     timing.kafka_lag_interval_ms, int64_t{0}, i64max),
     SATRAP_INT_FIELD("timing.spawn_timeout_ms", "", "a node agent spawning one actor, ms",
                      timing.spawn_timeout_ms, int64_t{1}, i64max),
     SATRAP_INT_FIELD("timing.trainer_request_timeout_ms", "",

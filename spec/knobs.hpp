@@ -60,6 +60,13 @@ struct job_timing {
   // After a failure, the supervisor waits this long before asking which nodes are alive: the
   // cluster needs a moment to notice a lost node, or the job would be placed on it again.
   int64_t replan_delay_ms = 1000;
+  // A Kafka broker's answer (metadata, offsets when a stream opens; a message a finite stream
+  // must have): past it an unreachable broker is an error naming data.kafka.brokers. An
+  // unbounded stream waits for new messages as long as it takes (logging kafka_waiting).
+  int64_t kafka_timeout_ms = 10000;
+  // A Kafka stream's partition ends are asked this often, for its lag (messages not yet trained)
+  // in progress, /status and /metrics. 0: never (no lag shown).
+  int64_t kafka_lag_interval_ms = 1000;
 };
 
 }  // namespace satrap

@@ -226,6 +226,11 @@ std::string render_metrics(const admin_state& st) {
   gauge("satrap_job_samples_per_second", "Training throughput, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_samples_per_second{job=\"" << j.id << "\"} " << j.samples_per_sec << "\n";
+  gauge("satrap_job_stream_lag_messages",
+        "A stream job's messages not yet trained (behind the partitions' ends), per job; -1: "
+        "not a stream or not known yet. Its consumption rate is satrap_job_samples_per_second.");
+  for (auto& j : st.jobs)
+    os << "satrap_job_stream_lag_messages{job=\"" << j.id << "\"} " << j.stream_lag << "\n";
   gauge("satrap_job_loss", "Mean training loss since the previous progress report, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_loss{job=\"" << j.id << "\"} " << j.loss << "\n";

@@ -169,6 +169,7 @@ void job_apply_progress(job_record& j, const job_progress& p) {
   j.batches_replayed = p.batches_replayed;
   j.checkpoints = p.checkpoints;
   j.checkpoint_step = p.checkpoint_step;
+  j.stream_lag = p.stream_lag;
   if (!p.last_failure.empty())
     j.last_failure = p.last_failure;
 }

@@ -55,6 +55,7 @@ struct job_record {
   int64_t checkpoints = 0;       // checkpoints written
   int64_t checkpoint_step = -1;  // step of the newest
   int64_t gradients_lost = 0;    // gradient rows the stores dropped (not admitted)
+  int64_t stream_lag = -1;       // a Kafka stream's messages not yet trained (-1: none / unknown)
   std::string last_failure;      // why the newest restart happened
   int64_t validation_step = -1;  // the latest validation (-1: none yet)
   double validation_auc = -1;    // its AUC and log loss (-1: none)
@@ -109,6 +110,7 @@ inline const auto& job_record_fields() {
     record_field_of("checkpoints", &r::checkpoints),
     record_field_of("checkpoint_step", &r::checkpoint_step),
     record_field_of("gradients_lost", &r::gradients_lost),
+    record_field_of("stream_lag", &r::stream_lag),
     record_field_of("last_failure", &r::last_failure),
     record_field_of("validation_step", &r::validation_step),
     record_field_of("validation_auc", &r::validation_auc, result),

@@ -183,6 +183,8 @@ void on_progress(self_ptr self, const progress_report& r) {
   for (auto a : st.trainer_auc)
     auc += a;
   p.running_auc = auc / static_cast<double>(st.trainer_auc.size());
+  if (st.data.source)
+    p.stream_lag = st.data.source->stream_lag(p.steps * static_cast<int64_t>(st.trainers.size()));
   notify(st);
   st.loss_sum = 0;
   st.loss_samples = 0;

@@ -65,6 +65,9 @@ struct job_progress {
   double validation_logloss = std::nan("");
   int64_t best_step = -1;  // step of the best one
   double best_validation_auc = std::nan("");
+  // A stream (data.source kafka): messages not yet trained, behind the partitions' ends (-1: not
+  // a stream, or not known yet). Its consumption rate is samples_per_sec.
+  int64_t stream_lag = -1;
 };
 
 struct job_result {

@@ -121,6 +121,9 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
   auto meta = st.cuts.plan(st.config.spec.name, static_cast<int32_t>(st.trainers.size()),
                            static_cast<int32_t>(st.shards.size()));
   auto state = st.cuts.dense_state();
+  const int64_t cut_batches = step * static_cast<int64_t>(st.trainers.size());
+  if (st.data.source)
+    meta.stream_positions = st.data.source->positions_after(cut_batches);
   auto started = self->clock().now();
   auto root = checkpoint_embedding_root(st.cuts.dir());
   snapshot_shards(
@@ -151,6 +154,9 @@ void write_checkpoint(self_ptr self, std::function<void()> next) {
         return;
       }
       st.cuts.committed(meta);
+      // Durable: only now may a stream tell its broker (Kafka's consumer group; monitoring only).
+      if (st.data.source && !meta.stream_positions.empty())
+        st.data.source->positions_durable(cut_batches);
       ++st.progress.checkpoints;
       st.progress.checkpoint_step = step;
       auto ms = std::chrono::duration<double, std::milli>(self->clock().now() - started).count();

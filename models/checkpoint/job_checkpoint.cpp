@@ -61,6 +61,8 @@ result<ok_t> checkpoint_write_meta(const std::string& dir, const checkpoint_meta
                       {"samples", m.samples},
                       {"embedding_rows", m.embedding_rows},
                       {"step_losses", m.step_losses}};
+  if (!m.stream_positions.empty())  // a stream's next offsets at the cut (kafka_source.hpp)
+    j["stream_positions"] = nlohmann::json::parse(m.stream_positions);
   auto path = join(dir, meta_name(m.sequence));
   // A temporary file renamed over the name (not synced, as before the env: the dense and
   // embedding files it names are).
@@ -103,6 +105,8 @@ result<std::optional<checkpoint_meta>> checkpoint_latest(const std::string& dir,
     m.samples = j.at("samples").get<int64_t>();
     m.embedding_rows = j.value("embedding_rows", int64_t{0});
     m.step_losses = j.at("step_losses").get<std::vector<double>>();
+    if (j.contains("stream_positions"))
+      m.stream_positions = j.at("stream_positions").dump();
   } catch (const std::exception& x) {
     return make_input_error(path + ": not a valid checkpoint manifest: " + x.what());
   }

@@ -8,7 +8,9 @@
 //   checkpoint-<seq>.json            this file last: the checkpoint is complete once it exists
 // A checkpoint at step c holds every step < c applied and nothing of a later one (the trainers'
 // cut). Loaders need no state of their own: batch numbers are read positions, so step c is where
-// they resume.
+// they resume. A stream (Kafka) also records its per-partition next offsets at the cut
+// (stream_positions: for lag monitoring and the consumer group; its batch numbers map to offsets
+// by the layout kept in checkpoint.dir/kafka-positions.json, models/data/kafka_source.hpp).
 // Errors are models' results: an I/O failure's message carries strerror's text (callers above
 // models/ turn it into a caf::error with runtime/error.hpp's make_error(model_error): disk full or
 // a read-only folder -> no_resource, else io_failure); a malformed manifest is bad_input
@@ -42,6 +44,7 @@ struct checkpoint_meta {
   int64_t samples = 0;              // training samples up to `step`, all trainers
   std::vector<double> step_losses;  // per step up to `step`: summed per-sample losses, all trainers
   int64_t embedding_rows = 0;       // rows in the snapshot's shard files
+  std::string stream_positions;     // JSON: a stream's next offsets at the cut; "": none
 };
 
 std::string checkpoint_embedding_root(const std::string& dir);

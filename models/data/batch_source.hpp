@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "models/data/batch.hpp"
 
@@ -29,6 +30,15 @@ class batch_source {
   virtual int tasks() const { return 1; }
   // Whether batches carry the true click probabilities (`batch::probs`), hence an oracle AUC.
   virtual bool has_teacher() const = 0;
+  // A stream's read positions after the first `batches` training batches (a checkpoint's cut),
+  // as JSON for the checkpoint's manifest; "" for sources whose batch number is their position.
+  virtual std::string positions_after(int64_t /*batches*/) const { return {}; }
+  // Those positions are in a durable checkpoint: a stream may now tell its broker (Kafka's
+  // consumer group, kafka_source.hpp). Never needed for recovery.
+  virtual void positions_durable(int64_t /*batches*/) const {}
+  // A stream's messages after the first `batches` training batches not yet read (its lag); -1:
+  // not a stream, or not known.
+  virtual int64_t stream_lag(int64_t /*batches*/) const { return -1; }
 };
 
 }  // namespace satrap

@@ -60,6 +60,11 @@ class sequence_source final : public batch_source {
   int dense_features() const override { return seq_.model_dense(inner_->dense_features()); }
   int tasks() const override { return inner_->tasks(); }
   bool has_teacher() const override { return inner_->has_teacher(); }
+  std::string positions_after(int64_t batches) const override {
+    return inner_->positions_after(batches);
+  }
+  void positions_durable(int64_t batches) const override { inner_->positions_durable(batches); }
+  int64_t stream_lag(int64_t batches) const override { return inner_->stream_lag(batches); }
 
  private:
   std::shared_ptr<const batch_source> inner_;
