@@ -81,15 +81,7 @@ std::vector<pooling> job_slot_pooling(const job_spec& spec) {
     return {};
   }
   input.insert(input.end(), d.crosses.size(), spec.model.pool);
-  auto seq = job_data_sequences(d);
-  if (seq.empty())
-    return input;
-  std::vector<pooling> out;
-  for (int s = 0; s < static_cast<int>(input.size()); ++s)
-    if (std::find(seq.slots.begin(), seq.slots.end(), s) == seq.slots.end())
-      out.push_back(input[static_cast<size_t>(s)]);
-  out.insert(out.end(), static_cast<size_t>(seq.positions()), pooling::sum);
-  return out;
+  return job_data_sequences(d).model_pooling(input);
 }
 
 namespace job_spec_detail {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "models/data/batch.hpp"
@@ -39,6 +40,27 @@ class batch_source {
   // A stream's messages after the first `batches` training batches not yet read (its lag); -1:
   // not a stream, or not known.
   virtual int64_t stream_lag(int64_t /*batches*/) const { return -1; }
+};
+
+// A source that transforms another's batches (feature crosses, unpooled sequences): everything
+// it does not override is the inner source's.
+class wrapping_source : public batch_source {
+ public:
+  explicit wrapping_source(std::shared_ptr<const batch_source> inner) : inner_(std::move(inner)) {}
+
+  int64_t samples(data_split split) const override { return inner_->samples(split); }
+  int slots() const override { return inner_->slots(); }
+  int dense_features() const override { return inner_->dense_features(); }
+  int tasks() const override { return inner_->tasks(); }
+  bool has_teacher() const override { return inner_->has_teacher(); }
+  std::string positions_after(int64_t batches) const override {
+    return inner_->positions_after(batches);
+  }
+  void positions_durable(int64_t batches) const override { inner_->positions_durable(batches); }
+  int64_t stream_lag(int64_t batches) const override { return inner_->stream_lag(batches); }
+
+ protected:
+  std::shared_ptr<const batch_source> inner_;
 };
 
 }  // namespace satrap

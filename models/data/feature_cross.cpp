@@ -99,7 +99,7 @@ void add_crosses(const feature_crosses& crosses, int size, int slots,
 }
 
 crossed_source::crossed_source(std::shared_ptr<const batch_source> inner, feature_crosses crosses)
-    : inner_(std::move(inner)), crosses_(std::move(crosses)) {
+    : wrapping_source(std::move(inner)), crosses_(std::move(crosses)) {
   SATRAP_ASSERT(check_crosses(crosses_, inner_->slots()).ok(), "crossed_source: unchecked crosses");
 }
 

@@ -52,25 +52,15 @@ void add_crosses(const feature_crosses& crosses, int size, int slots,
                  std::vector<uint32_t>& offsets, std::vector<uint64_t>& ids);
 
 // A batch source with the crosses added to every batch of every split.
-class crossed_source final : public batch_source {
+class crossed_source final : public wrapping_source {
  public:
   // The crosses must be checked against inner->slots().
   crossed_source(std::shared_ptr<const batch_source> inner, feature_crosses crosses);
 
   batch make_batch(data_split split, int64_t index, int batch_size) const override;
-  int64_t samples(data_split split) const override { return inner_->samples(split); }
   int slots() const override { return inner_->slots() + static_cast<int>(crosses_.size()); }
-  int dense_features() const override { return inner_->dense_features(); }
-  int tasks() const override { return inner_->tasks(); }
-  bool has_teacher() const override { return inner_->has_teacher(); }
-  std::string positions_after(int64_t batches) const override {
-    return inner_->positions_after(batches);
-  }
-  void positions_durable(int64_t batches) const override { inner_->positions_durable(batches); }
-  int64_t stream_lag(int64_t batches) const override { return inner_->stream_lag(batches); }
 
  private:
-  std::shared_ptr<const batch_source> inner_;
   feature_crosses crosses_;
 };
 

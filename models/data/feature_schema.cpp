@@ -3,7 +3,6 @@
 #include "models/data/batch.hpp"
 #include "models/embedding/id_map.hpp"
 
-#include <algorithm>
 #include <map>
 #include <set>
 
@@ -98,17 +97,6 @@ result<feature_layout> feature_schema_layout(const feature_schema& schema, pooli
   }
   if (!schema.empty() && out.slots == 0)
     return make_input_error("data.features: expected at least one id, bag or sequence feature");
-  return out;
-}
-
-std::vector<pooling> feature_layout::model_slot_pool() const {
-  if (sequences.empty())
-    return slot_pool;
-  std::vector<pooling> out;
-  for (int s = 0; s < slots; ++s)
-    if (std::find(sequences.slots.begin(), sequences.slots.end(), s) == sequences.slots.end())
-      out.push_back(slot_pool[static_cast<size_t>(s)]);
-  out.insert(out.end(), static_cast<size_t>(sequences.positions()), pooling::sum);
   return out;
 }
 

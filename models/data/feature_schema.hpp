@@ -59,9 +59,6 @@ struct feature_layout {
   std::vector<pooling> slot_pool;   // per slot (model.pooling where the feature gives none)
   bool weighted = false;            // some feature carries weights
   unpooled_sequences sequences;     // the sequences with pooling: none (their data slots)
-  // The model's slots' pooling after expand_sequences: slot_pool of the pooled slots, then sum for
-  // each position (a bag of one id or none).
-  std::vector<pooling> model_slot_pool() const;
 };
 
 const char* feature_kind_name(feature_kind k);

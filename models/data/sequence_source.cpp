@@ -6,6 +6,17 @@
 
 namespace satrap {
 
+std::vector<pooling> unpooled_sequences::model_pooling(const std::vector<pooling>& input) const {
+  if (empty())
+    return input;
+  std::vector<pooling> out;
+  for (int s = 0; s < static_cast<int>(input.size()); ++s)
+    if (std::find(slots.begin(), slots.end(), s) == slots.end())
+      out.push_back(input[static_cast<size_t>(s)]);
+  out.insert(out.end(), static_cast<size_t>(positions()), pooling::sum);
+  return out;
+}
+
 batch expand_sequences(const batch& in, const unpooled_sequences& seq) {
   if (seq.empty())
     return in;
@@ -62,7 +73,7 @@ batch expand_sequences(const batch& in, const unpooled_sequences& seq) {
 }
 
 sequence_source::sequence_source(std::shared_ptr<const batch_source> inner, unpooled_sequences seq)
-    : inner_(std::move(inner)), seq_(std::move(seq)) {
+    : wrapping_source(std::move(inner)), seq_(std::move(seq)) {
   SATRAP_ASSERT(!seq_.empty() && seq_.slots.back() < inner_->slots());
 }
 

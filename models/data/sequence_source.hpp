@@ -17,6 +17,7 @@
 #pragma once
 
 #include "models/data/batch_source.hpp"
+#include "models/embedding/pooling.hpp"
 
 #include <memory>
 #include <string>
@@ -41,6 +42,9 @@ struct unpooled_sequences {
     return slots - static_cast<int>(this->slots.size()) + positions();
   }
   int model_dense(int dense) const { return dense + static_cast<int>(this->slots.size()); }
+  // The model's slots' pooling from the data's (`input`, one per data slot): the pooled slots'
+  // own, then sum for each position (a bag of one id or none).
+  std::vector<pooling> model_pooling(const std::vector<pooling>& input) const;
 };
 
 // The batch with its unpooled sequences expanded (layout above). A sequence longer than its
@@ -48,26 +52,17 @@ struct unpooled_sequences {
 batch expand_sequences(const batch& in, const unpooled_sequences& seq);
 
 // A batch source whose batches are expanded as they are made.
-class sequence_source final : public batch_source {
+class sequence_source final : public wrapping_source {
  public:
   sequence_source(std::shared_ptr<const batch_source> inner, unpooled_sequences seq);
 
   batch make_batch(data_split split, int64_t index, int batch_size) const override {
     return expand_sequences(inner_->make_batch(split, index, batch_size), seq_);
   }
-  int64_t samples(data_split split) const override { return inner_->samples(split); }
   int slots() const override { return seq_.model_slots(inner_->slots()); }
   int dense_features() const override { return seq_.model_dense(inner_->dense_features()); }
-  int tasks() const override { return inner_->tasks(); }
-  bool has_teacher() const override { return inner_->has_teacher(); }
-  std::string positions_after(int64_t batches) const override {
-    return inner_->positions_after(batches);
-  }
-  void positions_durable(int64_t batches) const override { inner_->positions_durable(batches); }
-  int64_t stream_lag(int64_t batches) const override { return inner_->stream_lag(batches); }
 
  private:
-  std::shared_ptr<const batch_source> inner_;
   unpooled_sequences seq_;
 };
 

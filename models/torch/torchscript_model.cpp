@@ -115,19 +115,36 @@ double bce(int n, int tasks, const std::vector<float>& task_weights, const float
   return sum;
 }
 
-// forward's arguments from the model's whole dense [B, D + K] and embeddings [B, S + sum L, E]
-// (views, no copies): (dense, embeddings), or with unpooled sequences (dense [B, D], embeddings
-// [B, S, E], sequences K x [B, L_k, E], lengths [B, K] int64). A gradient of the views reaches
-// the whole embeddings tensor.
+// The contract's split of the model's dense [B, D + K] and embeddings [B, S + sum L, E]: K
+// sequences, D dense features, S pooled slots.
+struct contract_split {
+  int64_t k = 0, d = 0, s = 0;
+};
+contract_split split_of(const torchscript_contract& c) {
+  int64_t positions = 0;
+  for (int l : c.sequences)
+    positions += l;
+  const auto k = static_cast<int64_t>(c.sequences.size());
+  return {k, c.dense_features - k, c.slots - positions};
+}
+
+// The sequences' shapes for messages, "[N, L, E], ..." (N: the batch as written, "B" or "3").
+std::string sequence_shapes(const torchscript_contract& c, const char* n) {
+  std::string out;
+  for (int l : c.sequences)
+    out += (out.empty() ? "" : ", ") + std::string("[") + n + ", " + std::to_string(l) + ", "
+           + std::to_string(c.dim) + "]";
+  return out;
+}
+
+// forward's arguments from the model's whole dense and embeddings (views, no copies): (dense,
+// embeddings), or with unpooled sequences (dense [B, D], embeddings [B, S, E], sequences K x
+// [B, L_k, E], lengths [B, K] int64). A gradient of the views reaches the whole embeddings tensor.
 std::vector<c10::IValue> arguments(const torchscript_contract& c, const at::Tensor& dense,
                                    const at::Tensor& embeddings) {
   if (c.sequences.empty())
     return {dense, embeddings};
-  const int64_t k = static_cast<int64_t>(c.sequences.size());
-  int64_t positions = 0;
-  for (int l : c.sequences)
-    positions += l;
-  const int64_t d = c.dense_features - k, s = c.slots - positions;
+  const auto [k, d, s] = split_of(c);
   c10::List<at::Tensor> seqs;
   int64_t at = s;
   for (int l : c.sequences) {
@@ -141,41 +158,25 @@ std::vector<c10::IValue> arguments(const torchscript_contract& c, const at::Tens
 // The dry run's inputs, as text for messages: "dense [3, D], embeddings [3, S, E]" and, with
 // sequences, ", sequences [[3, L, E], ...], lengths [3, K]".
 std::string dry_shapes(const torchscript_contract& c) {
-  const int k = static_cast<int>(c.sequences.size());
-  int positions = 0;
-  std::string seqs;
-  for (int l : c.sequences) {
-    positions += l;
-    seqs += (seqs.empty() ? "" : ", ") + std::string("[3, ") + std::to_string(l) + ", "
-            + std::to_string(c.dim) + "]";
-  }
-  std::string out = "dense [3, " + std::to_string(c.dense_features - k) + "], embeddings [3, "
-                    + std::to_string(c.slots - positions) + ", " + std::to_string(c.dim) + "]";
+  const auto [k, d, s] = split_of(c);
+  std::string out = "dense [3, " + std::to_string(d) + "], embeddings [3, " + std::to_string(s)
+                    + ", " + std::to_string(c.dim) + "]";
   if (k > 0)
-    out += ", sequences [" + seqs + "], lengths [3, " + std::to_string(k) + "]";
+    out += ", sequences [" + sequence_shapes(c, "3") + "], lengths [3, " + std::to_string(k) + "]";
   return out;
 }
 
 // The contract's forward, as text for messages.
 std::string contract_text(const torchscript_contract& c) {
-  const std::string out =
-    " -> Tensor " + (c.tasks == 1 ? std::string("[B]") : "[B, " + std::to_string(c.tasks) + "]");
-  if (c.sequences.empty())
-    return "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features)
-           + "], embeddings: Tensor [B, " + std::to_string(c.slots) + ", " + std::to_string(c.dim)
-           + "])" + out;
-  const int k = static_cast<int>(c.sequences.size());
-  int positions = 0;
-  std::string lens;
-  for (int l : c.sequences) {
-    positions += l;
-    lens += (lens.empty() ? "" : ", ") + std::string("[B, ") + std::to_string(l) + ", "
-            + std::to_string(c.dim) + "]";
-  }
-  return "forward(self, dense: Tensor [B, " + std::to_string(c.dense_features - k)
-         + "], embeddings: Tensor [B, " + std::to_string(c.slots - positions) + ", "
-         + std::to_string(c.dim) + "], sequences: List[Tensor] (" + lens
-         + "), lengths: Tensor int64 [B, " + std::to_string(k) + "])" + out;
+  const auto [k, d, s] = split_of(c);
+  std::string out = "forward(self, dense: Tensor [B, " + std::to_string(d)
+                    + "], embeddings: Tensor [B, " + std::to_string(s) + ", "
+                    + std::to_string(c.dim) + "]";
+  if (k > 0)
+    out += ", sequences: List[Tensor] (" + sequence_shapes(c, "B") + "), lengths: Tensor int64 [B, "
+           + std::to_string(k) + "]";
+  return out + ") -> Tensor "
+         + (c.tasks == 1 ? std::string("[B]") : "[B, " + std::to_string(c.tasks) + "]");
 }
 
 class torchscript_model final : public dense_model {
