@@ -105,7 +105,9 @@ void predict_command::add_to(CLI::App& app) {
   sub_->add_option("--data", data_, "data files or globs (default: the job's test split)");
   sub_->add_option("--format", format_,
                    "criteo, libsvm or libffm (default: the job's data.source)");
-  sub_->add_option("--out", out_, "write one line per row: label, score (tab-separated)");
+  sub_->add_option(
+    "--out", out_,
+    "write one line per row: its label, then its score, tab-separated (several labels: every label, then every score, in the model's label order)");
   sub_->add_option("--instances", instances_,
                    "write every row as a serving request instance "
                    "(one JSON object per line)");
@@ -180,6 +182,12 @@ int predict_command::run() {
     std::cerr << "satrap predict: " << error_text(data.error()) << "\n";
     return 2;
   }
+  if (!instances_.empty() && m.named()) {
+    std::cerr << "satrap predict: --instances writes requests by slot number; a model with named "
+                 "features is asked with its data's own JSON objects (send the JSON lines "
+                 "themselves as instances, README \"Serving\")\n";
+    return 2;
+  }
   std::FILE* out = nullptr;
   if (!out_.empty() && !(out = std::fopen(out_.c_str(), "w"))) {
     std::cerr << "satrap predict: cannot write " << out_ << "\n";
@@ -190,10 +198,15 @@ int predict_command::run() {
     std::cerr << "satrap predict: cannot write " << instances_ << "\n";
     return 2;
   }
-  auto scored =
-    score_test_split(model.value(), spec, *data, batch_, [&](const batch& b, int i, float logit) {
-      if (out)
-        std::fprintf(out, "%g\t%.9g\n", b.labels[i], static_cast<double>(sigmoid(logit)));
+  auto scored = score_test_split(
+    model.value(), spec, *data, batch_, [&](const batch& b, int i, const float* logits) {
+      if (out) {  // the labels, then the predictions, one per task
+        for (int t = 0; t < b.tasks; ++t)
+          std::fprintf(out, "%g\t", b.labels[static_cast<size_t>(i) * b.tasks + t]);
+        for (int t = 0; t < b.tasks; ++t)
+          std::fprintf(out, "%.9g%c", static_cast<double>(sigmoid(logits[t])),
+                       t + 1 < b.tasks ? '\t' : '\n');
+      }
       if (inst) {
         nlohmann::json slots = nlohmann::json::array();
         for (int s = 0; s < m.input_slots(); ++s) {  // serving adds the crosses itself
@@ -221,13 +234,30 @@ int predict_command::run() {
   auto auc = scored->auc, logloss = scored->logloss, ne = scored->ne;
   std::printf("model %s version %s: %lld rows in %.2f s (%.0f rows/s)\n", m.meta().name.c_str(),
               m.meta().version.c_str(), static_cast<long long>(rows), secs, rps);
-  std::printf("auc %.6f  logloss %.6f  ne %.6f\n", auc, logloss, ne);
+  const auto& labels = m.meta().labels;
+  if (scored->tasks.size() > 1) {
+    for (size_t t = 0; t < scored->tasks.size(); ++t)
+      std::printf("%s: auc %.6f  logloss %.6f  ne %.6f\n",
+                  t < labels.size() ? labels[t].c_str() : "?", scored->tasks[t].auc,
+                  scored->tasks[t].logloss, scored->tasks[t].ne);
+  } else {
+    std::printf("auc %.6f  logloss %.6f  ne %.6f\n", auc, logloss, ne);
+  }
   if (json_) {
     auto num = [](double x) { return std::isnan(x) ? nlohmann::json() : nlohmann::json(x); };
     nlohmann::json j = {{"model", m.meta().name}, {"version", m.meta().version},
                         {"auc", num(auc)},        {"logloss", num(logloss)},
                         {"ne", num(ne)},          {"rows", rows},
                         {"rows_per_sec", rps}};
+    if (scored->tasks.size() > 1) {  // auc, logloss and ne above are the first task's
+      auto tasks = nlohmann::json::array();
+      for (size_t t = 0; t < scored->tasks.size(); ++t)
+        tasks.push_back({{"label", t < labels.size() ? labels[t] : ""},
+                         {"auc", num(scored->tasks[t].auc)},
+                         {"logloss", num(scored->tasks[t].logloss)},
+                         {"ne", num(scored->tasks[t].ne)}});
+      j["tasks"] = tasks;
+    }
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;

@@ -14,20 +14,28 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace satrap {
 
-struct scoring_result {
-  int64_t rows = 0;
-  double seconds = 0;  // scoring time, on env's steady clock
-  double rows_per_sec = 0;
+struct task_scores {
   double auc = 0;      // NaN when there were no rows
   double logloss = 0;  // NaN when there were no rows
   double ne = 0;       // logloss over the labels' entropy; NaN when every label is the same
 };
 
-// Row `i` of batch `b` (its label b.labels[i]) scored `logit`.
-using scored_row = std::function<void(const batch& b, int i, float logit)>;
+struct scoring_result {
+  int64_t rows = 0;
+  double seconds = 0;  // scoring time, on env's steady clock
+  double rows_per_sec = 0;
+  double auc = 0;  // the first task's (the only one's with one label)
+  double logloss = 0;
+  double ne = 0;
+  std::vector<task_scores> tasks;  // per task (the model's labels), in order
+};
+
+// Row `i` of batch `b` (its labels b.labels[i * b.tasks ..]) scored `logits` (one per task).
+using scored_row = std::function<void(const batch& b, int i, const float* logits)>;
 
 // The first `data.test_batches` job batches of `spec` (finalised; its training.batch_size) of
 // the test split, scored `rows_at_once` at a time (0: the job's batch size). An input the model

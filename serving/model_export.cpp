@@ -8,18 +8,13 @@
 namespace satrap {
 
 std::string export_unsupported(const job_spec& spec) {
-  if (!spec.data.format.features.empty() || spec.data.format.value_weights)
-    return std::string("export: a job with ")
-           + (spec.data.format.value_weights ? "data.value_weights" : "data.features")
-           + " cannot be exported yet (serving does not pool by feature, weight or table; "
-             "README \"Not yet\"); train without --export";
+  if (spec.data.format.value_weights)
+    return "export: a job with data.value_weights cannot be exported yet (a request's slots carry "
+           "no weights; README \"Not yet\"); train without --export";
   if (spec.data.synthetic.history > 0 && spec.data.source == data_source::synthetic)
     return "export: a job with a synthetic history (data.synthetic.history) cannot be exported "
-           "yet (serving does not pool by slot; README \"Not yet\"); train without --export";
-  if (spec.model.network.tasks > 1)
-    return "export: a job with several labels (data.labels) cannot be exported yet (the "
-           "exported scorer gives one score per instance; README \"Not yet\"); train without "
-           "--export";
+           "yet (its history is no named feature a request could give; README \"Not yet\"); "
+           "train without --export";
   return "";
 }
 
@@ -41,6 +36,14 @@ caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<cons
   meta.embedding = spec.model.embedding;
   meta.partitions = static_cast<uint32_t>(spec.placement.partitions);
   meta.crosses = spec.data.crosses;
+  meta.features = spec.data.format.features;
+  const auto tasks = static_cast<size_t>(spec.model.network.tasks);
+  meta.labels = spec.data.format.labels;
+  if (meta.labels.size() != tasks) {  // data without label names: task_0, task_1, ...
+    meta.labels.clear();
+    for (size_t k = 0; k < tasks; ++k)
+      meta.labels.push_back("task_" + std::to_string(k));
+  }
   meta.job_yaml = job_spec_to_yaml(spec);
   auto rows = export_model(out, meta, params, snapshot_root, sequence, shards);
   if (!rows)

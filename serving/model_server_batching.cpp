@@ -3,6 +3,8 @@
 // version (up to max_batch instances or max_queue_delay) and scored as one batch.
 #include "serving/model_server_impl.hpp"
 
+#include "models/assert.hpp"
+
 namespace satrap {
 
 void model_server::impl::worker_loop() {
@@ -44,28 +46,34 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
   batches.observe(n, batch_bounds);
   instances += n;
   auto scorer = v->take_scorer();
+  const auto tasks = static_cast<size_t>(v->model->tasks());
   if (batch.size() == 1) {
     auto& r = *batch[0];
-    r.logits.resize(static_cast<size_t>(r.input.size));
-    scorer->score(r.input.size, r.input.offsets, r.input.ids, r.input.dense, r.logits.data());
+    r.logits.resize(static_cast<size_t>(r.input.size) * tasks);
+    scorer->score(r.input, r.logits.data());
   } else {
     all.size = n;
     all.offsets.assign(1, 0);
     all.ids.clear();
+    all.weights.clear();
     all.dense.clear();
     for (auto& r : batch) {
       auto base = static_cast<uint32_t>(all.ids.size());
       for (size_t b = 1; b < r->input.offsets.size(); ++b)
         all.offsets.push_back(base + r->input.offsets[b]);
       all.ids.insert(all.ids.end(), r->input.ids.begin(), r->input.ids.end());
+      // A weighted model's requests all carry weights (the parser fills them), others none.
+      all.weights.insert(all.weights.end(), r->input.weights.begin(), r->input.weights.end());
       all.dense.insert(all.dense.end(), r->input.dense.begin(), r->input.dense.end());
     }
-    logits.resize(static_cast<size_t>(n));
-    scorer->score(n, all.offsets, all.ids, all.dense, logits.data());
+    SATRAP_ASSERT(all.weights.empty() || all.weights.size() == all.ids.size());
+    logits.resize(static_cast<size_t>(n) * tasks);
+    scorer->score(all, logits.data());
     size_t at = 0;
     for (auto& r : batch) {
-      r->logits.assign(logits.begin() + at, logits.begin() + at + r->input.size);
-      at += r->input.size;
+      auto k = static_cast<size_t>(r->input.size) * tasks;
+      r->logits.assign(logits.begin() + at, logits.begin() + at + k);
+      at += k;
     }
   }
   v->give_scorer(std::move(scorer));
@@ -112,13 +120,15 @@ http_response model_server::impl::predict(const http_request& req, const std::st
   limits.slots = v->model->input_slots();  // the server adds the feature crosses
   limits.dense_features = v->model->dense_features();
   limits.max_instances = options.max_instances;
-  auto parsed = parse_predict_request(req.body, limits);
+  auto parsed = v->model->named() ? parse_named_predict_request(req.body, *v->model, limits)
+                                  : parse_predict_request(req.body, limits);
   if (!parsed.error.empty())
     return count(400, "bad_request"), json_error(400, parsed.error);
   std::vector<float> logits;
   if (auto refused = score_request(v, std::move(parsed.input), logits))
     return *refused;
-  auto body = predict_response_json(meta.name, meta.version, logits.data(), logits.size());
+  auto body =
+    predict_response_json(meta.name, meta.version, logits.data(), logits.size(), meta.labels);
   count(200, nullptr);
   return {200, "application/json", std::move(body)};
 }

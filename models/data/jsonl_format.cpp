@@ -404,7 +404,7 @@ std::optional<parse_error> jsonl_parser::parse(sv line, text_sample& out) {
   out.features.clear();
   out.weights.clear();
   out.label = 0.0f;
-  out.more_labels.assign(labels_.size() - 1, 0.0f);
+  out.more_labels.assign(labels_.empty() ? 0 : labels_.size() - 1, 0.0f);
   out.dense.assign(static_cast<size_t>(std::max(layout_.dense, 1)), 1.0f);
   std::fill(seen_.begin(), seen_.end(), 0);
   std::fill(label_seen_.begin(), label_seen_.end(), 0);

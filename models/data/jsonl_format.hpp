@@ -33,7 +33,8 @@ namespace satrap {
 
 class jsonl_parser {
  public:
-  // `options` must pass text_format_check with format jsonl.
+  // `options` must pass text_format_check with format jsonl, or do but for labels empty: a
+  // served instance, no label read (models/serving/named_request.cpp).
   explicit jsonl_parser(const text_format_options& options);
   // Parses one line (without its '\n'); on success fills `out` (features grouped by slot in
   // schema order, sequences in their order; weights when some feature has them).

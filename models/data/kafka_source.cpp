@@ -1,6 +1,7 @@
 #include "models/data/kafka_source.hpp"
 
 #include "models/data/jsonl_format.hpp"
+#include "models/data/sample_builder.hpp"
 #include "models/data/tfrecord_format.hpp"
 
 #include <librdkafka/rdkafka.h>
@@ -54,40 +55,6 @@ std::string make_handle(const kafka_options& o, bool with_group, rd_kafka_t*& ou
     return std::string("data.kafka: cannot make a consumer: ") + err;  // (conf is freed)
   return "";
 }
-
-struct sample_builder {
-  int slots = 0;
-  bool weighted = false;
-  std::vector<int> order;
-  // Appends a parsed sample to `b` as chunk_builder::add lays it out (features grouped by slot,
-  // a missing id for an empty slot).
-  void add(const text_sample& s, batch& b) {
-    order.resize(s.features.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      order[i] = static_cast<int>(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int x, int y) { return s.features[x].first < s.features[y].first; });
-    size_t k = 0;
-    for (int slot = 0; slot < slots; ++slot) {
-      auto before = b.ids.size();
-      for (; k < order.size() && s.features[order[k]].first == slot; ++k) {
-        b.ids.push_back(s.features[order[k]].second);
-        if (weighted)
-          b.weights.push_back(s.weights.empty() ? 1.0f : s.weights[static_cast<size_t>(order[k])]);
-      }
-      if (b.ids.size() == before) {
-        b.ids.push_back(missing_id(slot));
-        if (weighted)
-          b.weights.push_back(1.0f);
-      }
-      b.offsets.push_back(static_cast<uint32_t>(b.ids.size()));
-    }
-    b.dense.insert(b.dense.end(), s.dense.begin(), s.dense.end());
-    b.labels.push_back(s.label);
-    b.labels.insert(b.labels.end(), s.more_labels.begin(), s.more_labels.end());
-    ++b.size;
-  }
-};
 
 std::string part_name(const kafka_partition& p) {
   return "topic '" + p.topic + "' partition " + std::to_string(p.partition);

@@ -29,6 +29,19 @@ result<std::shared_ptr<const exported_model>> exported_model::open(const std::st
   std::shared_ptr<exported_model> m(new exported_model());
   m->meta_ = std::move(meta.value());
   m->dir_ = dir;
+  if (m->named()) {
+    auto layout = feature_schema_layout(m->meta_.features, m->meta_.pool);
+    if (!layout)
+      return make_model_error(where + ": features: " + layout.error());
+    m->layout_ = std::move(layout.value());
+    m->slot_pool_ = m->layout_.sequences.model_pooling(m->layout_.slot_pool);
+    auto& n = m->meta_.network;
+    if (static_cast<int>(m->slot_pool_.size()) != n.slots
+        || m->layout_.sequences.model_dense(std::max(m->layout_.dense, 1)) != n.dense_features
+        || !m->meta_.crosses.empty() || static_cast<int>(m->meta_.labels.size()) != n.tasks)
+      return make_model_error(where + ": inconsistent model (its features, labels or crosses "
+                                      "do not fit its network)");
+  }
   {
     std::ifstream in(fs::path(dir) / "job.yaml");
     std::stringstream ss;
@@ -150,20 +163,33 @@ model_scorer::model_scorer(std::shared_ptr<const exported_model> model)
 }
 
 void model_scorer::score(int size, std::span<const uint32_t> offsets, std::span<const uint64_t> ids,
-                         std::span<const float> dense, float* logits) {
+                         std::span<const float> weights, std::span<const float> dense,
+                         float* logits) {
   const int dim = model_->dim();
   auto dedup = dedup_ids(ids);
   rows_.resize(dedup.unique.size() * dim);
   for (size_t k = 0; k < dedup.unique.size(); ++k)
     model_->lookup(dedup.unique[k], rows_.data() + k * dim);
   pooled_.resize(static_cast<size_t>(size) * model_->slots() * dim);
-  pool_forward(model_->meta().pool, dim, offsets, dedup.inverse, rows_.data(), pooled_.data());
+  if (model_->slot_pool().empty() && weights.empty()) {
+    pool_forward(model_->meta().pool, dim, offsets, dedup.inverse, rows_.data(), pooled_.data());
+  } else {  // per slot and weighted, as the gradient aggregator pools
+    row_ptrs_.resize(dedup.unique.size());
+    for (size_t k = 0; k < dedup.unique.size(); ++k)
+      row_ptrs_[k] = rows_.data() + k * dim;
+    const pooling one[] = {model_->meta().pool};
+    std::span<const pooling> slot_pool = model_->slot_pool();
+    if (slot_pool.empty())
+      slot_pool = one;
+    pool_forward_rows_slots(slot_pool, weights, dim, offsets, dedup.inverse, row_ptrs_,
+                            pooled_.data());
+  }
   net_->forward(size, dense.data(), pooled_.data(), logits);
 }
 
 std::string check_score_input(const exported_model& model, int size,
                               std::span<const uint32_t> offsets, std::span<const uint64_t> ids,
-                              std::span<const float> dense) {
+                              std::span<const float> weights, std::span<const float> dense) {
   if (size <= 0)
     return "no instances";
   if (offsets.size() != static_cast<size_t>(size) * model.slots() + 1)
@@ -172,6 +198,8 @@ std::string check_score_input(const exported_model& model, int size,
     return "expected " + std::to_string(model.dense_features()) + " dense features per instance";
   if (offsets.front() != 0 || offsets.back() != ids.size())
     return "bag offsets do not cover the ids";
+  if (!weights.empty() && weights.size() != ids.size())
+    return "expected one weight per id, or none";
   for (size_t b = 1; b < offsets.size(); ++b)
     if (offsets[b] < offsets[b - 1])
       return "bag offsets are not ascending";

@@ -12,9 +12,11 @@
 //                            open-addressing table of `slots` (id, row number) pairs (row number
 //                            ~0: empty; probe from mix64(id), linear), then rows x row-bytes of
 //                            weights as trained (fp32 or fp16; no optimizer state)
-//   MODEL.json               written last (atomically): format, name, version, network, pooling,
-//                            initialiser, partitions, files with sizes and checksums. A folder
-//                            without it is an unfinished export and is never loaded.
+//   MODEL.json               written last (atomically): format, name, version, network (its
+//                            tasks and unpooled sequences included), pooling, initialiser,
+//                            partitions, the named features and labels of a job with
+//                            data.features, files with sizes and checksums. A folder without it
+//                            is an unfinished export and is never loaded.
 // Ids that were never trained read as their deterministic initial row (embedding_init_row), as
 // an embedding shard's peek does at evaluation; fp16 rows widen exactly as the store reads them.
 //
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "models/data/feature_cross.hpp"
+#include "models/data/feature_schema.hpp"
 #include "models/dense/model_zoo.hpp"
 #include "models/embedding/embedding_options.hpp"
 #include "models/embedding/pooling.hpp"
@@ -55,6 +58,12 @@ struct exported_model_meta {
   // The job's feature crosses (models/data/feature_cross.hpp): the last crosses.size() of the
   // network's slots are made from the others; a request gives the others only (input_slots).
   feature_crosses crosses;
+  // The job's named features (data.features; empty: slots by number) and labels (data.labels;
+  // one per task of network.tasks). A model with named features is asked by name: a request's
+  // instance is a sample as the job's JSON lines give it (models/serving/predict_request.hpp),
+  // its ids hashed by table and pooled per feature as in training.
+  feature_schema features;
+  std::vector<std::string> labels;
   std::string job_yaml;  // the job spec, stored as job.yaml
 };
 
@@ -92,6 +101,13 @@ class exported_model {
   int input_slots() const { return meta_.network.slots - static_cast<int>(meta_.crosses.size()); }
   int dense_features() const { return meta_.network.dense_features; }
   int dim() const { return meta_.embedding.dim; }
+  int tasks() const { return meta_.network.tasks; }  // logits per instance
+  // Named features (meta().features non-empty): their layout (data slots and dense columns,
+  // pooling per data slot, weights, unpooled sequences) and the pooling of each model slot.
+  bool named() const { return !meta_.features.empty(); }
+  const feature_layout& layout() const { return layout_; }
+  // Pooling per model slot (empty: every slot by meta().pool, unweighted).
+  const std::vector<pooling>& slot_pool() const { return slot_pool_; }
   uint64_t rows() const { return rows_; }
   uint64_t mapped_bytes() const;
   // Whether this server holds the partition of `id`.
@@ -113,6 +129,8 @@ class exported_model {
   };
   exported_model() = default;
   exported_model_meta meta_;
+  feature_layout layout_;
+  std::vector<pooling> slot_pool_;
   std::string dir_;
   std::unique_ptr<mapped_file> dense_file_;
   std::span<const float> dense_;
@@ -127,7 +145,8 @@ struct score_input {
   int size = 0;
   std::vector<uint32_t> offsets;  // size*slots + 1
   std::vector<uint64_t> ids;
-  std::vector<float> dense;  // size x dense_features
+  std::vector<float> weights;  // empty (every id weighs 1), or one pooling weight per id
+  std::vector<float> dense;    // size x dense_features
 };
 
 // Scores batches with one model: de-duplicates ids, looks up rows, pools them per bag exactly as
@@ -135,20 +154,25 @@ struct score_input {
 class model_scorer {
  public:
   explicit model_scorer(std::shared_ptr<const exported_model> model);
-  // logits[size]. The input must fit the model (see check_score_input).
+  // logits[size x tasks], sample-major. The input must fit the model (see check_score_input).
   void score(int size, std::span<const uint32_t> offsets, std::span<const uint64_t> ids,
-             std::span<const float> dense, float* logits);
+             std::span<const float> weights, std::span<const float> dense, float* logits);
+  void score(const score_input& in, float* logits) {
+    score(in.size, in.offsets, in.ids, in.weights, in.dense, logits);
+  }
   const std::shared_ptr<const exported_model>& model() const { return model_; }
 
  private:
   std::shared_ptr<const exported_model> model_;
   std::unique_ptr<dense_model> net_;
   std::vector<float> rows_, pooled_;
+  std::vector<const float*> row_ptrs_;
 };
 
-// "" when the input fits the model (slots, dense features, ids held), else what is wrong.
+// "" when the input fits the model (slots, dense features, weights, ids held), else what is
+// wrong.
 std::string check_score_input(const exported_model& model, int size,
                               std::span<const uint32_t> offsets, std::span<const uint64_t> ids,
-                              std::span<const float> dense);
+                              std::span<const float> weights, std::span<const float> dense);
 
 }  // namespace satrap

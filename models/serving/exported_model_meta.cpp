@@ -11,7 +11,52 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* pooling_name(pooling p) { return p == pooling::mean ? "mean" : "sum"; }
+const char* pooling_name(pooling p) { return feature_pooling_name(p); }
+pooling pooling_from(const std::string& s) {
+  return s == "mean" ? pooling::mean : s == "sqrtn" ? pooling::sqrtn : pooling::sum;
+}
+
+nlohmann::json features_json(const feature_schema& schema) {
+  auto out = nlohmann::json::array();
+  for (auto& f : schema)
+    out.push_back({{"name", f.name},
+                   {"kind", feature_kind_name(f.kind)},
+                   {"table", f.table},
+                   {"pooling", f.unpooled     ? "none"
+                               : f.pool_given ? pooling_name(f.pool)
+                                              : ""},
+                   {"max_length", f.max_length},
+                   {"weights", f.weights}});
+  return out;
+}
+
+feature_schema features_from(const nlohmann::json& j) {
+  feature_schema out;
+  for (auto& x : j) {
+    feature_spec f;
+    f.name = x.at("name").get<std::string>();
+    auto kind = x.at("kind").get<std::string>();
+    bool known = false;
+    for (auto k :
+         {feature_kind::id, feature_kind::bag, feature_kind::sequence, feature_kind::dense})
+      if (kind == feature_kind_name(k)) {
+        f.kind = k;
+        known = true;
+      }
+    if (!known)
+      throw std::runtime_error("feature '" + f.name + "': unknown kind '" + kind + "'");
+    f.table = x.at("table").get<std::string>();
+    auto pool = x.at("pooling").get<std::string>();
+    f.unpooled = pool == "none";
+    f.pool_given = !pool.empty() && !f.unpooled;
+    if (f.pool_given)
+      f.pool = pooling_from(pool);
+    f.max_length = x.at("max_length").get<int32_t>();
+    f.weights = x.at("weights").get<bool>();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
 const char* init_name(embedding_init_kind k) {
   switch (k) {
     case embedding_init_kind::uniform: return "uniform";
@@ -50,6 +95,8 @@ nlohmann::json meta_json(const exported_model_meta& m) {
       {"top", n.top},
       {"cross_layers", n.cross_layers},
       {"interaction", interaction_name(n.interaction)},
+      {"tasks", n.tasks},
+      {"sequences", n.sequences},
       {"params", dense_model_param_count(n)}}},
     {"pooling", pooling_name(m.pool)},
     {"embedding",
@@ -60,6 +107,8 @@ nlohmann::json meta_json(const exported_model_meta& m) {
       {"precision", m.embedding.precision == weight_precision::fp16 ? "fp16" : "fp32"}}},
     {"partitions", m.partitions},
     {"crosses", m.crosses},
+    {"features", features_json(m.features)},
+    {"labels", m.labels},
   };
 }
 
@@ -90,6 +139,10 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     m.network.bottom = n.at("bottom").get<std::vector<int>>();
     m.network.top = n.at("top").get<std::vector<int>>();
     m.network.cross_layers = n.at("cross_layers").get<int>();
+    if (n.contains("tasks"))  // exports from before several labels have one task
+      m.network.tasks = n.at("tasks").get<int>();
+    if (n.contains("sequences"))  // and no unpooled sequences
+      m.network.sequences = n.at("sequences").get<std::vector<int>>();
     if (m.network.type == dense_model_type::torchscript)  // the module itself: module.pt
       m.network.torchscript_params = n.at("params").get<uint64_t>();
     if (n.contains("interaction")) {  // exports from before the interaction key are dot
@@ -104,7 +157,7 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
         return make_model_error(where + ": unknown network interaction '" + inter
                                 + "' (dot, cat or dot_cat)");
     }
-    m.pool = j.at("pooling").get<std::string>() == "mean" ? pooling::mean : pooling::sum;
+    m.pool = pooling_from(j.at("pooling").get<std::string>());
     auto& e = j.at("embedding");
     m.embedding.dim = e.at("dim").get<int>();
     auto init = e.at("init").get<std::string>();
@@ -118,10 +171,15 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
     m.partitions = j.at("partitions").get<uint32_t>();
     if (j.contains("crosses"))  // exports from before feature crosses have none
       m.crosses = j.at("crosses").get<feature_crosses>();
+    if (j.contains("features"))  // and no named features
+      m.features = features_from(j.at("features"));
+    if (j.contains("labels"))
+      m.labels = j.at("labels").get<std::vector<std::string>>();
   } catch (const std::exception& ex) {
     return make_model_error(where + ": " + ex.what());
   }
-  if (m.network.dim != m.embedding.dim || m.partitions == 0 || m.network.slots <= 0)
+  if (m.network.dim != m.embedding.dim || m.partitions == 0 || m.network.slots <= 0
+      || m.network.tasks < 1 || m.network.tasks > 16)
     return make_model_error(where + ": inconsistent model (dim, partitions or slots)");
   auto input = m.network.slots - static_cast<int>(m.crosses.size());
   if (input <= 0)

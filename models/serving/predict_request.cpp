@@ -280,23 +280,39 @@ predict_request_parse parse_predict_request(std::string_view body,
 }
 
 std::string predict_response_json(const std::string& model, const std::string& version,
-                                  const float* logits, size_t n) {
+                                  const float* logits, size_t n,
+                                  const std::vector<std::string>& labels) {
   std::string out;
-  out.reserve(64 + n * 40);
-  out += "{\"model\":" + json(model).dump() + ",\"version\":" + json(version).dump()
-         + ",\"predictions\":[";
+  const size_t tasks = labels.size() > 1 ? labels.size() : 1;
+  out.reserve(64 + n * 40 + (tasks > 1 ? n * 24 : 0));
+  out += "{\"model\":" + json(model).dump() + ",\"version\":" + json(version).dump();
   char buf[48];
-  for (size_t i = 0; i < n; ++i) {
-    double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
-    std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", p);
-    out += buf;
-  }
-  out += "],\"logits\":[";
-  for (size_t i = 0; i < n; ++i) {
-    std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", static_cast<double>(logits[i]));
-    out += buf;
-  }
-  out += "]}";
+  auto values = [&](const char* key, bool probability) {
+    out += ",\"";
+    out += key;
+    out += "\":[";
+    for (size_t i = 0; i < n; ++i) {
+      double x = static_cast<double>(logits[i]);
+      if (probability)
+        x = 1.0 / (1.0 + std::exp(-x));
+      size_t task = i % tasks;
+      if (task == 0 && i)
+        out += ',';
+      if (tasks > 1) {
+        out += task == 0 ? '{' : ',';
+        out += json(labels[task]).dump();
+        out += ':';
+      }
+      std::snprintf(buf, sizeof buf, "%.9g", x);
+      out += buf;
+      if (tasks > 1 && task + 1 == tasks)
+        out += '}';
+    }
+    out += ']';
+  };
+  values("predictions", true);
+  values("logits", false);
+  out += '}';
   return out;
 }
 

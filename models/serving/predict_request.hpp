@@ -40,7 +40,23 @@ struct predict_request_parse {
 predict_request_parse parse_predict_request(std::string_view body,
                                             const predict_request_limits& limits);
 
+// A model with named features (exported_model::named; models/serving/named_request.cpp):
+//   {"instances": [{"user": 17, "item": "sku-42", "tags": [3, 9], "price": 12.5}, ...]}
+// each instance a sample as a line of the job's JSON lines gives it (models/data/jsonl_format.hpp:
+// ids as integers or strings, bags and sequences as arrays (oldest first), weighted features as
+// {"ids": [...], "weights": [...]}, dense features as numbers; every feature of the model, by
+// name; labels and other keys ignored, so a line of the training data is an instance as it is).
+// Its ids are hashed by table, its sequences cut and expanded, as training saw them. Errors name
+// the instance, the byte in it, the reason and the feature. limits.slots and dense_features are
+// not used (the model's features say them).
+predict_request_parse parse_named_predict_request(std::string_view body,
+                                                  const exported_model& model,
+                                                  const predict_request_limits& limits);
+
+// `n` logits, one per instance; with several labels (labels.size() > 1) `n` is instances x
+// labels, sample-major, and each prediction is an object by label: {"click": p, "purchase": q}.
 std::string predict_response_json(const std::string& model, const std::string& version,
-                                  const float* logits, size_t n);
+                                  const float* logits, size_t n,
+                                  const std::vector<std::string>& labels = {});
 
 }  // namespace satrap

@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
         int64_t n = 0;
         while (clock_type::now() < end) {
           auto& in = inputs[i++ % inputs.size()];
-          scorer.score(in.size, in.offsets, in.ids, in.dense, logits.data());
+          scorer.score(in, logits.data());
           n += in.size;
         }
         scored += n;

@@ -6,7 +6,9 @@ computed here from its definition.
 
   parity    every kind of feature (int64 and bytes ids, a bag, a sequence sharing the item table,
             a weighted bag, a float), two labels (int64 and float): trained from TFRecord (train
-            plain, test gzip) and from JSON lines, the two jobs' test figures are identical
+            plain, test gzip) and from JSON lines, the two jobs' test figures are identical; the
+            TFRecord job exported, `satrap predict` gives its test scores, and `satrap serve`
+            (loopback port 5392) asked with the same samples as JSON objects gives predict's
   damaged   a flipped byte fails its record's CRC, a cut file is truncated: both are errors
             (exit 2) naming the file and the record, whatever data.on_error says; an Example
             without a feature is an error with on_error fail and is counted with skip
@@ -182,7 +184,8 @@ def parity():
     rng = random.Random(4404)
     write_both("train", samples(8000, rng), pb)
     write_both("test", samples(2000, rng), pb, gz=True)
-    t = last_json(run("train", "--job", job("tf", "tfrecord", "train.tfrecord", "test.tfrecord.gz"), "--json").stdout)
+    t = last_json(run("train", "--job", job("tf", "tfrecord", "train.tfrecord", "test.tfrecord.gz"), "--json",
+                      "--export", "tf-model", "--test-scores", "tf-scores.tsv").stdout)
     j = last_json(run("train", "--job", job("js", "jsonl", "train.jsonl", "test.jsonl"), "--json").stdout)
     print("tfrecord: test auc %.6f (click %.4f, buy %.4f); jsonl: %.6f" % (
         t["test_auc"], t["tasks"]["click"]["test_auc"], t["tasks"]["buy"]["test_auc"], j["test_auc"]))
@@ -190,6 +193,48 @@ def parity():
     assert t["test_auc"] == j["test_auc"] and t["test_logloss"] == j["test_logloss"], (t, j)
     assert t["tasks"] == j["tasks"], (t, j)
     assert t["test_auc"] > 0.6, t
+    serve_tfrecord_model(t)
+
+
+def serve_tfrecord_model(t):
+    import http.client
+    import time
+    train_rows = [[float(x) for x in l.split("\t")] for l in open("tf-scores.tsv") if l.strip()]
+    p = last_json(run("predict", "--model", "tf-model", "--out", "tf-predict.tsv", "--json").stdout)
+    rows = [[float(x) for x in l.split("\t")][2:] for l in open("tf-predict.tsv") if l.strip()]
+    assert len(rows) == len(train_rows) == 2000, (len(rows), len(train_rows))
+    worst = max(abs(a - b) for r, w in zip(rows, train_rows) for a, b in zip(r, w))
+    assert worst <= 1e-6, worst
+    for k, name in enumerate(["click", "buy"]):
+        assert abs(p["tasks"][k]["auc"] - t["tasks"][name]["test_auc"]) < 2e-3, (p, t["tasks"])
+    lines = [json.loads(l) for l in open("test.jsonl")]
+    srv = subprocess.Popen([SATRAP, "serve", "--model", "tf-model", "--port", "5392", "--host", "127.0.0.1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", 5392, timeout=5)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        served = 0
+        for i in range(0, len(lines), 100):
+            c = http.client.HTTPConnection("127.0.0.1", 5392, timeout=10)
+            c.request("POST", "/v1/models/tf:predict", json.dumps({"instances": lines[i:i + 100]}))
+            r = c.getresponse()
+            got = json.loads(r.read())
+            assert r.status == 200, got
+            for j, pr in enumerate(got["predictions"]):
+                worst = max(worst, abs(pr["click"] - rows[i + j][0]), abs(pr["buy"] - rows[i + j][1]))
+                served += 1
+        assert served == 2000 and worst <= 1e-6, (served, worst)
+        print("tfrecord model: predict = train scores, serve (JSON objects) = predict; max |diff| %.2g" % worst)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
 
 
 def damaged():

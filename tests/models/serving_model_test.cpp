@@ -156,9 +156,9 @@ TEST_CASE("serving: the scorer is the dense forward pass over pooled rows") {
                                f.trained[2], f.trained[2], f.trained[3]};
   std::vector<uint32_t> offsets = {0, 2, 2, 3, 4, 6, 7};
   std::vector<float> dense = {0.5f, -1.0f, 2.0f, 0.25f};
-  CHECK(check_score_input(*m.value(), 2, offsets, ids, dense).empty());
+  CHECK(check_score_input(*m.value(), 2, offsets, ids, {}, dense).empty());
   float logits[2];
-  scorer.score(2, offsets, ids, dense, logits);
+  scorer.score(2, offsets, ids, {}, dense, logits);
   auto net = make_dense_model(f.meta.network, 0);
   std::copy(f.dense.begin(), f.dense.end(), net->params().begin());
   std::vector<float> pooled(2 * 3 * 8, 0.0f), init(8);
@@ -174,7 +174,7 @@ TEST_CASE("serving: the scorer is the dense forward pass over pooled rows") {
   net->forward(2, dense.data(), pooled.data(), want);
   CHECK(logits[0] == doctest::Approx(want[0]).epsilon(1e-6));
   CHECK(logits[1] == doctest::Approx(want[1]).epsilon(1e-6));
-  CHECK(check_score_input(*m.value(), 2, offsets, ids, std::vector<float>(3)).find("dense")
+  CHECK(check_score_input(*m.value(), 2, offsets, ids, {}, std::vector<float>(3)).find("dense")
         != std::string::npos);
 }
 

@@ -2,10 +2,17 @@
 """Serving tests (label `serving`): export -> predict parity, export -> serve parity with bad
 requests, hot reload under load. Real processes on loopback (ports 5300-5399), cleaned up on exit.
 
-usage: serving_test.py SATRAP WORKDIR SCENARIO    (SCENARIO: predict_parity | serve | hot_reload)
+  named: a job with named features of every kind (a string id, an integer id, a weighted bag and
+  a bag sharing its table, a mean-pooled sequence sharing the item table, a dense number) and two
+  labels, from JSON lines: train --export, predict (per task, the same scores as the training
+  run's), and serve with the data's own JSON objects as instances (the same scores as predict,
+  per label), with bad instances refused naming the instance and the feature.
+
+usage: serving_test.py SATRAP WORKDIR SCENARIO  (SCENARIO: predict_parity | serve | hot_reload | named)
 """
 import http.client
 import json
+import math
 import os
 import shutil
 import signal
@@ -16,7 +23,7 @@ import threading
 import time
 
 SATRAP, WORK, SCENARIO = sys.argv[1], sys.argv[2], sys.argv[3]
-PORTS = {"serve": 5301, "hot_reload": 5302}
+PORTS = {"serve": 5301, "hot_reload": 5302, "named": 5303}
 procs = []
 
 
@@ -125,6 +132,112 @@ def predict_parity():
     r = run("export", "--checkpoint", ck, "--job", job, "--model", "deepfm", "--out",
             os.path.join(WORK, "wrong"), check=False)
     assert r.returncode != 0 and "dense parameters" in r.stderr, r.stderr
+
+
+def write_named(path, n, rng):
+    # click: the user's and the item's own effect, the item being in the recent history, the
+    # weighted tags and the price; buy (given a click): the price and the item's group.
+    with open(path, "w") as f:
+        for _ in range(n):
+            user, item = rng.randrange(300), rng.randrange(200)
+            history = [rng.randrange(200) for _ in range(rng.randint(0, 8))]
+            if history and rng.random() < 0.4:
+                item = rng.choice(history)
+            tags = rng.sample(range(40), rng.randint(1, 3))
+            weights = [round(rng.uniform(0.2, 2.0), 2) for _ in tags]
+            topics = ["t%d" % rng.randrange(40) for _ in range(rng.randint(0, 2))]
+            price = round(rng.gauss(0, 1), 3)
+            z = (0.02 * (user % 50) - 0.5 + 0.01 * (item % 70) + 1.5 * (item in history[-5:])
+                 + sum(w * (0.3 if t % 2 else -0.3) for t, w in zip(tags, weights)) + 0.3 * price)
+            click = rng.random() < 1 / (1 + math.exp(-z))
+            buy = click and rng.random() < 1 / (1 + math.exp(-(0.5 - 1.5 * price)))
+            f.write(json.dumps({"click": int(click), "buy": int(buy), "user": "u%d" % user,
+                                "item": item, "history": history,
+                                "tags": {"ids": tags, "weights": weights}, "topics": topics,
+                                "price": price}) + "\n")
+
+
+def named():
+    import random
+    rng = random.Random(4403)
+    write_named(os.path.join(WORK, "train.jsonl"), 12000, rng)
+    write_named(os.path.join(WORK, "test.jsonl"), 1500, rng)
+    job = os.path.join(WORK, "named.yaml")
+    with open(job, "w") as f:
+        f.write("name: named\nmodel: {dim: 8}\n"
+                "data: {source: jsonl, labels: [click, buy], train_files: [train.jsonl],\n"
+                "       test_files: [test.jsonl], cache_dir: cache,\n"
+                "       features: [{name: user, kind: id}, {name: item, kind: id},\n"
+                "         {name: history, kind: sequence, table: item, max_length: 5, pooling: mean},\n"
+                "         {name: tags, kind: bag, table: tag, weights: true, pooling: sqrtn},\n"
+                "         {name: topics, kind: bag, table: tag},\n"
+                "         {name: price, kind: dense}]}\n"
+                "training: {batch_size: 128, train_batches: 0, epochs: 2, test_batches: 0, staleness: 1}\n"
+                "placement: {shards: 2, loaders: 1, trainers: 2, partitions: 64}\n")
+    model = os.path.join(WORK, "named-model")
+    shutil.rmtree(model, ignore_errors=True)
+    scores = os.path.join(WORK, "train-scores.tsv")
+    tr = last_json(run("train", "--job", job, "--json", "--export", model, "--export-shards", "2",
+                       "--test-scores", scores).stdout)
+    train_rows = [[float(x) for x in l.split("\t")] for l in open(scores) if l.strip()]
+    meta = json.load(open(os.path.join(model, "MODEL.json")))
+    assert [f["name"] for f in meta["features"]] == ["user", "item", "history", "tags", "topics", "price"], meta
+    assert meta["labels"] == ["click", "buy"] and meta["network"]["tasks"] == 2, meta
+    # predict: the job's test split, per task, the training run's scores row by row.
+    out = os.path.join(WORK, "predict.tsv")
+    p = last_json(run("predict", "--model", model, "--out", out, "--json").stdout)
+    rows = [[float(x) for x in l.split("\t")] for l in open(out) if l.strip()]
+    assert p["rows"] == len(rows) == len(train_rows) == tr["test_samples"] == 1500, (p, len(rows))
+    worst = max(abs(a - b) for r, t in zip(rows, train_rows) for a, b in zip(r[2:], t))
+    assert worst <= 1e-6, "predict differs from the training run's scores by %g" % worst
+    assert [t["label"] for t in p["tasks"]] == ["click", "buy"], p
+    for k, name in enumerate(["click", "buy"]):
+        got = p["tasks"][k]["auc"]
+        print("named %s: predict auc %.6f, train %.6f, max |score diff| %.2g"
+              % (name, got, tr["tasks"][name]["test_auc"], worst))
+        assert abs(got - tr["tasks"][name]["test_auc"]) < 2e-3, (name, p, tr["tasks"])
+        assert got > 0.6, (name, got)
+    r = run("predict", "--model", model, "--instances", os.path.join(WORK, "i.jsonl"), check=False)
+    assert r.returncode == 2 and "named features" in r.stderr, r.stderr
+    # serve: the test lines themselves are the instances (labels and all: keys that are no
+    # feature are ignored), in requests of 1..50; the scores equal predict's, per label.
+    lines = [json.loads(l) for l in open(os.path.join(WORK, "test.jsonl"))]
+    s = Server(PORTS["named"], "--model", model, "--threads", "2")
+    try:
+        i, sizes, worst = 0, [1, 50, 7, 2], 0.0
+        while i < len(lines):
+            chunk = lines[i:i + sizes[i % 4]]
+            st, r = s.predict("named", chunk)
+            assert st == 200, (st, r)
+            assert len(r["predictions"]) == len(chunk), r
+            for j, pr in enumerate(r["predictions"]):
+                assert set(pr) == {"click", "buy"}, pr
+                want = rows[i + j][2:]
+                worst = max(worst, abs(pr["click"] - want[0]), abs(pr["buy"] - want[1]))
+            i += len(chunk)
+        print("named serve: %d instances, max |score diff| against predict %.2g" % (len(lines), worst))
+        assert worst <= 1e-6, worst
+        # Bad instances: the instance, the reason and the feature's name.
+        bad = dict(lines[0])
+        del bad["item"]
+        st, r = s.predict("named", [lines[1], bad])
+        assert st == 400 and "instance 1" in r["error"] and "'item'" in r["error"], (st, r)
+        bad = dict(lines[0], price="cheap")
+        st, r = s.predict("named", [bad])
+        assert st == 400 and "'price'" in r["error"], (st, r)
+        bad = dict(lines[0], tags={"ids": [1, 2], "weights": [1.0]})
+        st, r = s.predict("named", [bad])
+        assert st == 400 and "'tags'" in r["error"], (st, r)
+        st, body = s.request("POST", "/v1/models/named:predict", json.dumps({"instances": [lines[0]], "x": 1}))
+        assert st == 400 and "unexpected key" in body, (st, body)
+        st, body = s.request("POST", "/v1/models/named:predict", '{"instances": [{"user": "u1"')
+        assert st == 400 and "instance 0" in body, (st, body)
+        st, body = s.request("POST", "/v2/models/named/infer", json.dumps(
+            {"inputs": [{"name": "dense", "shape": [1, 1], "datatype": "FP32", "data": [0.5]}]}))
+        assert st == 400 and "named features" in body, (st, body)
+        s.stop()
+    finally:
+        cleanup()
 
 
 class Server:
@@ -392,7 +505,8 @@ if __name__ == "__main__":
     os.makedirs(WORK)
     os.chdir(WORK)
     try:
-        {"predict_parity": predict_parity, "serve": serve, "hot_reload": hot_reload}[SCENARIO]()
+        {"predict_parity": predict_parity, "serve": serve, "hot_reload": hot_reload,
+         "named": named}[SCENARIO]()
     finally:
         cleanup()
     print("PASS", SCENARIO)

@@ -214,9 +214,47 @@ def sequences():
             % (data, os.path.join(WORK, "cache"))
             + "training: {batch_size: 64, train_batches: 300, test_batches: 0, staleness: 1}\n"
               "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 2}\n")
-    t = last_json(run("train", "--job", job("din-jsonl", body), "--json").stdout)
+    dm = os.path.join(WORK, "din-jsonl-model")
+    shutil.rmtree(dm, ignore_errors=True)
+    t = last_json(run("train", "--job", job("din-jsonl", body), "--json", "--export", dm).stdout)
     print("JSON lines, history unpooled, DIN: test_auc %.4f on %d samples" % (t["test_auc"], t["samples"]))
     assert t["test_auc"] > 0.75, t
+    # Exported, the unpooled history scores as in training: predict on the job's split gives its
+    # test AUC; served with the data's own lines as instances, predict's scores.
+    p = last_json(run("predict", "--model", dm, "--json").stdout)
+    assert abs(p["auc"] - t["test_auc"]) <= 1e-6, (p, t)
+    lines = open(data).read().splitlines()[:200]
+    few = os.path.join(WORK, "seq-few.jsonl")
+    with open(few, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = os.path.join(WORK, "seq-few.tsv")
+    run("predict", "--model", dm, "--data", few, "--out", out)
+    want = scores(out)
+    srv = subprocess.Popen([SATRAP, "serve", "--model", dm, "--port", str(PORT), "--host", "127.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs.append(srv)
+    try:
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        c.request("POST", "/v1/models/din-jsonl:predict",
+                  json.dumps({"instances": [json.loads(l) for l in lines]}))
+        r = c.getresponse()
+        got = json.loads(r.read())
+        assert r.status == 200, got
+        worst = max(abs(x - y) for x, y in zip(got["predictions"], want))
+        assert len(got["predictions"]) == len(want) == 200 and worst <= 1e-6, (worst, len(want))
+        print("DIN exported: predict auc %.6f, serve vs predict max |diff| %.2g over %d lines"
+              % (p["auc"], worst, len(want)))
+    finally:
+        cleanup()
 
 
 def cluster():
