@@ -2,6 +2,7 @@
 // reads them, untrained ids as their initial row), export shards by partition range, a subset
 // of shards, damaged files refused, the request parser's errors, and the scorer against the
 // dense model's forward pass.
+#include "models/data/text_format.hpp"
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/embedding/embedding_table.hpp"
 #include "models/serving/exported_model.hpp"
@@ -11,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -252,4 +254,83 @@ TEST_CASE(
   auto read = exported_model_read_meta((old.dir / "model").string());
   REQUIRE_MESSAGE(read.ok(), read.error());
   CHECK(read.value().network.interaction == dlrm_interaction::dot);
+}
+
+TEST_CASE("serving: a model with named features takes instances by name, as its JSON lines") {
+  fixture f(weight_precision::fp32);  // 3 slots, 2 dense features
+  auto path = f.dir / "model" / "MODEL.json";
+  auto j = nlohmann::json::parse(std::ifstream(path));
+  auto feature = [](const char* name, const char* kind, const char* table, const char* pool,
+                    int max_length, bool weights) {
+    return nlohmann::json{{"name", name},
+                          {"kind", kind},
+                          {"table", table},
+                          {"pooling", pool},
+                          {"max_length", max_length},
+                          {"weights", weights}};
+  };
+  j["features"] = {
+    feature("user", "id", "", "", 0, false), feature("tags", "bag", "", "sqrtn", 0, true),
+    feature("history", "sequence", "user", "mean", 2, false),
+    feature("price", "dense", "", "", 0, false), feature("age", "dense", "", "", 0, false)};
+  j["labels"] = {"click"};
+  std::ofstream(path) << j.dump(2);
+  auto opened = exported_model::open((f.dir / "model").string());
+  REQUIRE_MESSAGE(opened.ok(), opened.error());
+  const auto& m = *opened.value();
+  CHECK(m.named());
+  CHECK(m.slot_pool() == std::vector<pooling>{pooling::sum, pooling::sqrtn, pooling::mean});
+  predict_request_limits l;
+  l.max_instances = 2;
+  auto ok = parse_named_predict_request(
+    R"( {"instances": [{"click": 1, "user": "u\"1", "tags": {"ids": [3, 4], "weights": [0.5, 2]},
+         "history": [7, 8, 9], "price": 1.5, "age": 30, "other": [[{}]]},
+        {"user": null, "tags": {"ids": [], "weights": []}, "history": [], "price": 0, "age": -1}]} )",
+    m, l);
+  REQUIRE_MESSAGE(ok.error.empty(), ok.error);
+  CHECK(ok.input.size == 2);
+  // Two samples of 3 slots; the sequence cut to its 2 most recent ids; an empty bag and a
+  // missing id read as the slot's missing id (one id), as the cache lays them out.
+  CHECK(ok.input.offsets == std::vector<uint32_t>{0, 1, 3, 5, 6, 7, 8});
+  CHECK(ok.input.ids[3] == feature_id_hash(0, 8));  // history shares user's table (0)
+  CHECK(ok.input.ids[4] == feature_id_hash(0, 9));
+  CHECK(ok.input.ids[6] == missing_id(1));
+  CHECK(ok.input.weights == std::vector<float>{1, 0.5f, 2, 1, 1, 1, 1, 1});
+  CHECK(ok.input.dense == std::vector<float>{1.5f, 30, 0, -1});
+  CHECK(check_score_input(m, ok.input.size, ok.input.offsets, ok.input.ids, ok.input.weights,
+                          ok.input.dense)
+          .empty());
+  model_scorer scorer(opened.value());
+  float logits[2];
+  scorer.score(ok.input, logits);
+  CHECK(std::isfinite(logits[0]));
+  const char* row =
+    R"({"user": 1, "tags": {"ids": [1], "weights": [1]}, "history": [2], "price": 1, "age": 2})";
+  struct bad_case {
+    std::string body;
+    const char* says;
+  } cases[] = {
+    {"", "malformed JSON"},
+    {"{\"instances\": [", "instance 0: expected a JSON object"},
+    {"{\"instances\": [{\"user\": \"\\", "instance 0: expected a JSON object"},
+    {"{\"instances\": [{\"user\": 1}]", "missing_feature: expected the feature 'tags'"},
+    {"{\"instances\": [" + std::string(row) + ", {\"user\": [1]}]}", "instance 1"},
+    {"{\"instances\": [" + std::string(row) + "], \"x\": 1}", "unexpected key \"x\""},
+    {"{\"instances\": [" + std::string(row) + "]} x", "text after"},
+    {"{\"instances\": [" + std::string(row) + "," + row + "," + row + "]}", "more than 2"},
+    {"{\"instances\": []}", "non-empty"},
+    {"{\"instances\": [{\"user\": 1]}]}", "instance 0: expected a JSON object"},
+    {"{\"instances\": [" + std::string(row) + "], \"instances\": []}", "twice"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_named_predict_request(c.body, m, l);
+    INFO(c.body, " -> ", r.error);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  // Features that do not fit the network are refused at open.
+  j["features"].erase(4);
+  std::ofstream(path) << j.dump(2);
+  auto bad = exported_model::open((f.dir / "model").string());
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().find("inconsistent model") != std::string::npos);
 }
