@@ -137,6 +137,9 @@ int cluster_commands::run_submit() {
         id->c_str(), job_state_name(j->state), fmt_auc(j->test_auc).c_str(),
         fmt_auc(j->oracle_auc).c_str(), fmt_auc(j->test_logloss).c_str(),
         static_cast<long long>(j->samples), j->samples_per_sec);
+      for (auto& [label, auc] : j->task_test_auc)  // several labels: each task's
+        std::printf("job %s task %s: test auc %s\n", id->c_str(), label.c_str(),
+                    fmt_auc(auc).c_str());
       if (json_)
         std::printf("%s\n", job_record_json(*j).dump().c_str());
       return j->state == job_state::succeeded ? 0 : 1;

@@ -115,6 +115,10 @@ void try_start(self_ptr self) {
           j->test_auc = res.test_auc;
           j->oracle_auc = std::isnan(res.oracle_auc) ? -1 : res.oracle_auc;
           j->test_logloss = res.test_logloss;
+          j->task_test_auc.clear();
+          if (res.task_names.size() > 1)
+            for (size_t t = 0; t < res.task_names.size() && t < res.task_test_auc.size(); ++t)
+              j->task_test_auc[res.task_names[t]] = res.task_test_auc[t];
           j->samples = res.samples;
           j->samples_per_sec = res.samples_per_sec;
           j->steps = j->steps_total;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -62,6 +63,9 @@ struct job_record {
   double validation_logloss = -1;
   int64_t best_step = -1;  // the best validation's step
   double best_validation_auc = -1;
+  // Several labels (data.labels): each task's test AUC by label, after the job (empty before, and
+  // for one label: test_auc is then its AUC).
+  std::map<std::string, double> task_test_auc;
   std::string spec_yaml;
   // spec_yaml parsed (loaded and finalized), once; null when it did not load, with the reason in
   // spec_error. Not in job_record_fields(): neither stored nor sent.
@@ -117,6 +121,7 @@ inline const auto& job_record_fields() {
     record_field_of("validation_logloss", &r::validation_logloss, result),
     record_field_of("best_step", &r::best_step),
     record_field_of("best_validation_auc", &r::best_validation_auc, result),
+    record_field_of("task_test_auc", &r::task_test_auc),
     record_field_of("spec_yaml", &r::spec_yaml, field_use::stored));
   return fields;
 }

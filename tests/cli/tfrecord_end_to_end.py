@@ -9,6 +9,10 @@ computed here from its definition.
             plain, test gzip) and from JSON lines, the two jobs' test figures are identical; the
             TFRecord job exported, `satrap predict` gives its test scores, and `satrap serve`
             (loopback port 5392) asked with the same samples as JSON objects gives predict's
+  cluster   the same every-kind job from TFRecord: embedded with checkpoints, then resumed from
+            its checkpoint folder (the same test figures, per task, at staleness 0); submitted to a
+            3-node loopback cluster (ports 5750-5759) with checkpoints: it succeeds, its test AUC
+            near the embedded run's, and its record has each task's test AUC by label
   damaged   a flipped byte fails its record's CRC, a cut file is truncated: both are errors
             (exit 2) naming the file and the record, whatever data.on_error says; an Example
             without a feature is an error with on_error fail and is counted with skip
@@ -237,6 +241,44 @@ def serve_tfrecord_model(t):
         srv.wait(timeout=10)
 
 
+def cluster():
+    pb = example_module()
+    rng = random.Random(4406)
+    write_both("train", samples(6000, rng), pb)
+    write_both("test", samples(1500, rng), pb, gz=True)
+    j = job("tf", "tfrecord", "train.tfrecord", "test.tfrecord.gz")
+    shutil.rmtree("ckpt", ignore_errors=True)
+    a = last_json(run("train", "--job", j, "--checkpoint-dir", "ckpt", "--checkpoint-every", "30",
+                      "--json").stdout)
+    b = last_json(run("train", "--job", j, "--resume", "ckpt", "--json").stdout)
+    print("embedded: test auc %.6f, resumed from its checkpoint %.6f (%d checkpoints)"
+          % (a["test_auc"], b["test_auc"], a["checkpoints"]))
+    assert a["checkpoints"] >= 2 and b["batches_replayed"] >= 0, a
+    assert b["test_auc"] == a["test_auc"] and b["tasks"] == a["tasks"], (a, b)
+    base = 5750
+    state = os.path.join(WORK, "state")
+    with open("manifest.yaml", "w") as f:
+        f.write("cluster: tfrecord-%d\nhead: {host: 127.0.0.1, port: %d, status_port: %d}\n"
+                "nodes:\n  - name: node-{i}\n    count: 3\n    host: 127.0.0.1\n    port: %d\n"
+                "    resources: {cores: 2, memory: 4GiB, gpus: 0}\n" % (os.getpid(), base, base + 9, base + 1))
+    with open("tf-cluster.yaml", "w") as f:
+        f.write(open(j).read().replace("name: tf\n", "name: tf-cluster\n")
+                + "checkpoint: {dir: %s, every_steps: 30}\n" % os.path.join(WORK, "ckpt-cluster"))
+    common = ["--manifest", "manifest.yaml", "--state-dir", state]
+    try:
+        run("up", *common, "--wait", "60")
+        c = last_json(run("submit", "tf-cluster.yaml", "--follow", "--json", *common).stdout)
+        assert c["state"] == "SUCCEEDED" and c["checkpoints"] >= 2, c
+        d = abs(c["test_auc"] - a["test_auc"])
+        print("cluster: test auc %.4f (embedded %.4f, |diff| %.4f), tasks %s"
+              % (c["test_auc"], a["test_auc"], d, c["task_test_auc"]))
+        assert d <= 0.01, (c, a)
+        assert set(c["task_test_auc"]) == {"click", "buy"}, c
+    finally:
+        run("down", *common, check=False)
+        subprocess.run(["pkill", "-9", "-f", "--", "--state-dir " + state], check=False)
+
+
 def damaged():
     pb = example_module()
     rng = random.Random(4405)
@@ -267,5 +309,5 @@ def damaged():
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 os.chdir(WORK)
-{"parity": parity, "damaged": damaged}[SCENARIO]()
+{"parity": parity, "damaged": damaged, "cluster": cluster}[SCENARIO]()
 print("tfrecord_end_to_end %s: PASS" % SCENARIO)

@@ -9,7 +9,8 @@ logit, loss weight (training.task_weights) and test figures.
              oracle; --test-scores has a column per task, and their AUCs are the reported ones;
              a line without the second label is an error naming it (exit 2)
   cluster    the jsonl job submitted to a 3-node loopback cluster (ports 5740-5749): it succeeds
-             and its task-weighted test AUC matches the embedded run's
+             and its task-weighted test AUC matches the embedded run's; its job record has each
+             task's test AUC by label, near the embedded run's
 
 usage: two_labels.py SATRAP WORKDIR SCENARIO"""
 import json
@@ -149,6 +150,11 @@ def cluster():
         print("cluster: task-weighted test auc %.4f, embedded %.4f (|diff| %.4f)"
               % (c["test_auc"], e["test_auc"], d))
         assert d <= 0.01, (c, e)
+        # The job's record (satrap jobs, /status) has each task's test AUC by label.
+        assert set(c["task_test_auc"]) == {"click", "buy"}, c
+        for name, auc in c["task_test_auc"].items():
+            print("cluster: task %s test auc %.4f, embedded %.4f" % (name, auc, e["tasks"][name]["test_auc"]))
+            assert abs(auc - e["tasks"][name]["test_auc"]) <= 0.02, (name, c, e)
     finally:
         run("down", *common, check=False)
         subprocess.run(["pkill", "-9", "-f", "--", "--state-dir " + state], check=False)
