@@ -208,16 +208,21 @@ int predict_command::run() {
                        t + 1 < b.tasks ? '\t' : '\n');
       }
       if (inst) {
-        nlohmann::json slots = nlohmann::json::array();
+        nlohmann::json slots = nlohmann::json::array(), weights = nlohmann::json::array();
         for (int s = 0; s < m.input_slots(); ++s) {  // serving adds the crosses itself
           auto bag = static_cast<size_t>(i) * b.slots + s;
           slots.push_back(std::vector<uint64_t>(b.ids.begin() + b.offsets[bag],
                                                 b.ids.begin() + b.offsets[bag + 1]));
+          if (!b.weights.empty())
+            weights.push_back(std::vector<float>(b.weights.begin() + b.offsets[bag],
+                                                 b.weights.begin() + b.offsets[bag + 1]));
         }
         nlohmann::json x = {
           {"dense", std::vector<float>(b.dense.begin() + i * b.dense_features,
                                        b.dense.begin() + (i + 1) * b.dense_features)},
           {"slots", slots}};
+        if (m.meta().value_weights)
+          x["weights"] = weights;
         std::fprintf(inst, "%s\n", x.dump().c_str());
       }
     });

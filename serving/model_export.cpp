@@ -8,9 +8,9 @@
 namespace satrap {
 
 std::string export_unsupported(const job_spec& spec) {
-  if (spec.data.format.value_weights)
-    return "export: a job with data.value_weights cannot be exported yet (a request's slots carry "
-           "no weights; README \"Not yet\"); train without --export";
+  if (spec.data.format.value_weights && !spec.data.crosses.empty())
+    return "export: a job with data.value_weights and data.crosses cannot be exported yet (a "
+           "request's crossed ids would need weights; README \"Not yet\"); train without --export";
   if (spec.data.synthetic.history > 0 && spec.data.source == data_source::synthetic)
     return "export: a job with a synthetic history (data.synthetic.history) cannot be exported "
            "yet (its history is no named feature a request could give; README \"Not yet\"); "
@@ -37,6 +37,7 @@ caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<cons
   meta.partitions = static_cast<uint32_t>(spec.placement.partitions);
   meta.crosses = spec.data.crosses;
   meta.features = spec.data.format.features;
+  meta.value_weights = spec.data.format.value_weights;
   const auto tasks = static_cast<size_t>(spec.model.network.tasks);
   meta.labels = spec.data.format.labels;
   if (meta.labels.size() != tasks) {  // data without label names: task_0, task_1, ...

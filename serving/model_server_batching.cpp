@@ -120,6 +120,7 @@ http_response model_server::impl::predict(const http_request& req, const std::st
   limits.slots = v->model->input_slots();  // the server adds the feature crosses
   limits.dense_features = v->model->dense_features();
   limits.max_instances = options.max_instances;
+  limits.weights = meta.value_weights;
   auto parsed = v->model->named() ? parse_named_predict_request(req.body, *v->model, limits)
                                   : parse_predict_request(req.body, limits);
   if (!parsed.error.empty())

@@ -36,13 +36,12 @@ infer_model_io io_of(const exported_model& m, const model_server_options& o) {
 
 http_response model_server::impl::v2_infer(const http_request& req,
                                            const std::shared_ptr<served_version>& v) {
-  if (v->model->named() || v->model->tasks() > 1)
+  if (v->model->named() || v->model->tasks() > 1 || v->model->weighted())
     return count(400, "bad_request"),
            json_error(400,
-                      "this model takes named features or gives several labels, which the "
-                      "v2 tensors do not carry yet: POST /v1/models/"
-                        + v->model->meta().name
-                        + ":predict with {\"instances\": [{\"<feature>\": <value>, ...}]}");
+                      "this model takes named features or weights, or gives several "
+                      "labels, which the v2 tensors do not carry yet: POST /v1/models/"
+                        + v->model->meta().name + ":predict (README \"Serving\")");
   auto io = io_of(*v->model, options);
   size_t header_length = std::string::npos;
   auto given = req.header("Inference-Header-Content-Length");

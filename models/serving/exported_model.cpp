@@ -198,8 +198,9 @@ std::string check_score_input(const exported_model& model, int size,
     return "expected " + std::to_string(model.dense_features()) + " dense features per instance";
   if (offsets.front() != 0 || offsets.back() != ids.size())
     return "bag offsets do not cover the ids";
-  if (!weights.empty() && weights.size() != ids.size())
-    return "expected one weight per id, or none";
+  if (model.weighted() ? weights.size() != ids.size() : !weights.empty())
+    return model.weighted() ? "expected one weight per id (the model's ids carry weights)"
+                            : "the model takes no weights";
   for (size_t b = 1; b < offsets.size(); ++b)
     if (offsets[b] < offsets[b - 1])
       return "bag offsets are not ascending";

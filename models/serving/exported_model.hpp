@@ -64,6 +64,9 @@ struct exported_model_meta {
   // its ids hashed by table and pooled per feature as in training.
   feature_schema features;
   std::vector<std::string> labels;
+  // The job's ids carry pooling weights by slot (data.value_weights: libsvm / libfm / libffm
+  // values): a request gives each id's weight beside it.
+  bool value_weights = false;
   std::string job_yaml;  // the job spec, stored as job.yaml
 };
 
@@ -105,6 +108,8 @@ class exported_model {
   // Named features (meta().features non-empty): their layout (data slots and dense columns,
   // pooling per data slot, weights, unpooled sequences) and the pooling of each model slot.
   bool named() const { return !meta_.features.empty(); }
+  // Whether a score_input must carry weights (named features with weights, or value_weights).
+  bool weighted() const { return meta_.value_weights || layout_.weighted; }
   const feature_layout& layout() const { return layout_; }
   // Pooling per model slot (empty: every slot by meta().pool, unweighted).
   const std::vector<pooling>& slot_pool() const { return slot_pool_; }

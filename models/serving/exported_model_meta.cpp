@@ -109,6 +109,7 @@ nlohmann::json meta_json(const exported_model_meta& m) {
     {"crosses", m.crosses},
     {"features", features_json(m.features)},
     {"labels", m.labels},
+    {"value_weights", m.value_weights},
   };
 }
 
@@ -175,6 +176,8 @@ result<exported_model_meta> meta_from_json(const nlohmann::json& j, const std::s
       m.features = features_from(j.at("features"));
     if (j.contains("labels"))
       m.labels = j.at("labels").get<std::vector<std::string>>();
+    if (j.contains("value_weights"))
+      m.value_weights = j.at("value_weights").get<bool>();
   } catch (const std::exception& ex) {
     return make_model_error(where + ": " + ex.what());
   }

@@ -32,6 +32,8 @@ class predict_sax {
   bool null() { return value(nullptr, "null"); }
   bool boolean(bool) { return value(nullptr, "boolean"); }
   bool number_integer(json::number_integer_t v) {
+    if (where_ == in::wbag)
+      return weight(static_cast<double>(v));
     if (where_ == in::bag) {
       char buf[24];
       std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
@@ -43,9 +45,13 @@ class predict_sax {
   bool number_unsigned(json::number_unsigned_t v) {
     if (where_ == in::bag)
       return id(v);
+    if (where_ == in::wbag)
+      return weight(static_cast<double>(v));
     return number(static_cast<double>(v), "number");
   }
   bool number_float(json::number_float_t v, const std::string& text) {
+    if (where_ == in::wbag)
+      return weight(v);
     if (where_ == in::bag)
       return fail(bag_at() + "expected an integer id, got " + text.substr(0, 40)
                   + " (ids past 2^64 or with a fraction are out of range)");
@@ -76,10 +82,12 @@ class predict_sax {
       return true;
     }
     if (where_ == in::instance) {
-      if (k != "dense" && k != "slots")
+      if (k != "dense" && k != "slots" && (k != "weights" || !limits_.weights))
         return fail(at() + ": unknown key \"" + k.substr(0, 40)
-                    + "\" (an instance has \"dense\" and \"slots\")");
-      if ((k == "dense" && seen_dense_) || (k == "slots" && seen_slots_))
+                    + (limits_.weights ? "\" (an instance has \"dense\", \"slots\" and \"weights\")"
+                                       : "\" (an instance has \"dense\" and \"slots\")"));
+      if ((k == "dense" && seen_dense_) || (k == "slots" && seen_slots_)
+          || (k == "weights" && seen_weights_))
         return fail(at() + ": \"" + k + "\" given twice");
     }
     return true;
@@ -94,7 +102,10 @@ class predict_sax {
                       + " instances, at most " + std::to_string(limits_.max_instances)
                       + " per request");
         where_ = in::instance;
-        seen_dense_ = seen_slots_ = false;
+        seen_dense_ = seen_slots_ = seen_weights_ = false;
+        first_bag_ = in_.offsets.size() - 1;
+        w_.clear();
+        wcounts_.clear();
         return true;
       default: return value(nullptr, "object");
     }
@@ -114,9 +125,21 @@ class predict_sax {
           dense_count_ = 0;
           return true;
         }
+        if (key_ == "weights") {
+          seen_weights_ = true;
+          where_ = in::weights;
+          return true;
+        }
         seen_slots_ = true;
         where_ = in::slots;
         bag_ = 0;
+        return true;
+      case in::weights:
+        if (wcounts_.size() == slots_)
+          return fail(at() + ".weights: " + std::to_string(slots_ + 1)
+                      + " or more bags, the model has " + std::to_string(slots_) + " slots");
+        where_ = in::wbag;
+        wcounts_.push_back(0);
         return true;
       case in::slots:
         if (bag_ == slots_)
@@ -149,6 +172,8 @@ class predict_sax {
         ++bag_;
         where_ = in::slots;
         return true;
+      case in::weights: where_ = in::instance; return true;
+      case in::wbag: where_ = in::weights; return true;
       default: return true;
     }
   }
@@ -160,6 +185,19 @@ class predict_sax {
       if (!seen_slots_)
         return fail(at() + ".slots: expected an array of " + std::to_string(slots_)
                     + " bags of ids");
+      if (limits_.weights) {  // one weight per id, bag by bag
+        if (!seen_weights_)
+          return fail(at() + ".weights: expected an array of " + std::to_string(slots_)
+                      + " bags of weights (the model's ids carry weights), one per id");
+        for (size_t b = 0; b < slots_; ++b) {
+          auto ids = in_.offsets[first_bag_ + b + 1] - in_.offsets[first_bag_ + b];
+          if (b >= wcounts_.size() || wcounts_[b] != ids)
+            return fail(at() + ".weights[" + std::to_string(b)
+                        + "]: " + std::to_string(b < wcounts_.size() ? wcounts_[b] : 0)
+                        + " weights for " + std::to_string(ids) + " ids");
+        }
+        in_.weights.insert(in_.weights.end(), w_.begin(), w_.end());
+      }
       ++n_;
       where_ = in::instances;
       return true;
@@ -177,7 +215,18 @@ class predict_sax {
   size_t instances() const { return n_; }
 
  private:
-  enum class in : uint8_t { none, root, instances, instance, dense, slots, bag, done };
+  enum class in : uint8_t {
+    none,
+    root,
+    instances,
+    instance,
+    dense,
+    slots,
+    bag,
+    weights,
+    wbag,
+    done
+  };
 
   bool fail(std::string why) {
     if (error.empty())
@@ -201,6 +250,9 @@ class predict_sax {
       case in::instance:
         if (key_ == "dense")
           return fail(at() + ".dense: expected an array of " + std::to_string(nd_) + " numbers");
+        if (key_ == "weights")
+          return fail(at() + ".weights: expected an array of " + std::to_string(slots_)
+                      + " bags of weights");
         return fail(at() + ".slots: expected an array of " + std::to_string(slots_)
                     + " bags of ids");
       case in::dense:
@@ -214,6 +266,12 @@ class predict_sax {
                     + type);
       case in::bag:
         return fail(bag_at() + "expected an id (integer or decimal string), got " + type);
+      case in::weights:
+        return fail(at() + ".weights[" + std::to_string(wcounts_.size())
+                    + "]: expected an array of weights, got " + type);
+      case in::wbag:
+        return fail(at() + ".weights[" + std::to_string(wcounts_.size() - 1) + "]["
+                    + std::to_string(wcounts_.back()) + "]: expected a number, got " + type);
       default:
         return fail(
           "malformed JSON: expected {\"instances\": [{\"dense\": [...], \"slots\": "
@@ -235,6 +293,17 @@ class predict_sax {
     return true;
   }
 
+  bool weight(double v) {
+    if (!std::isfinite(static_cast<float>(v)))
+      return fail(at() + ".weights[" + std::to_string(wcounts_.size() - 1) + "]["
+                  + std::to_string(wcounts_.back()) + "]: expected a finite float");
+    if (w_.size() >= limits_.max_ids_per_bag * slots_)
+      return fail(at() + ".weights: more weights than the slots can have ids");
+    w_.push_back(static_cast<float>(v));
+    ++wcounts_.back();
+    return true;
+  }
+
   bool id(uint64_t v) {
     if (bag_ids_ == limits_.max_ids_per_bag)
       return fail(at() + ".slots[" + std::to_string(bag_) + "]: more than "
@@ -250,7 +319,10 @@ class predict_sax {
   in where_ = in::none;
   std::string key_;
   size_t n_ = 0, dense_count_ = 0, bag_ = 0, bag_ids_ = 0;
-  bool seen_dense_ = false, seen_slots_ = false;
+  bool seen_dense_ = false, seen_slots_ = false, seen_weights_ = false;
+  size_t first_bag_ = 0;           // the instance's first bag in in_.offsets
+  std::vector<float> w_;           // the instance's weights, until its ids are known to match
+  std::vector<uint32_t> wcounts_;  // weights per bag
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // edge, before anything is scored.
 //
 // Request:  {"instances": [{"dense": [f, ...], "slots": [[id, ...], ...]}, ...]}
+//           (a model of weighted ids, data.value_weights, takes "weights": [[w, ...], ...] too:
+//           one finite number per id, shaped as "slots")
 //   dense   exactly the model's dense features (numbers)
 //   slots   exactly the model's slots, each a bag (array) of ids as the data readers produce them:
 //           64-bit ids already hashed into the slot's id space, as JSON integers 0..2^64-1 or as
@@ -29,6 +31,7 @@ struct predict_request_limits {
   int dense_features = 0;       // the model's
   size_t max_instances = 4096;  // per request
   size_t max_ids_per_bag = 65536;
+  bool weights = false;  // the model's (exported_model::value_weights): "weights" required
 };
 
 // On success: error empty and `out` filled (size, offsets, ids, dense).

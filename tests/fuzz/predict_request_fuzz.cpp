@@ -1,8 +1,9 @@
 // libFuzzer target of the serving request parser (models/serving/predict_request.hpp): any bytes
-// as a request body for a model whose shape the first two bytes pick. Never a crash; a parsed
-// request always has exactly `slots` bags and `dense_features` finite floats per instance, bag
-// offsets ascending and covering every id, and at most max_instances instances; a refusal always
-// says why.
+// as a request body for a model whose shape the first two bytes pick (the second's high bit: a
+// model of weighted ids). Never a crash; a parsed request always has exactly `slots` bags and
+// `dense_features` finite floats per instance, bag offsets ascending and covering every id, one
+// finite weight per id for a weighted model (none otherwise), and at most max_instances
+// instances; a refusal always says why.
 // Threading: libFuzzer calls it from one thread.
 #include "models/serving/predict_request.hpp"
 
@@ -26,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   satrap::predict_request_limits limits;
   limits.slots = 1 + (input.empty() ? 2 : static_cast<uint8_t>(input[0]) % 4);
   limits.dense_features = input.size() < 2 ? 1 : static_cast<uint8_t>(input[1]) % 3;
+  limits.weights = input.size() >= 2 && (static_cast<uint8_t>(input[1]) & 0x80) != 0;
   limits.max_instances = 64;
   limits.max_ids_per_bag = 64;
   input.remove_prefix(std::min<size_t>(2, input.size()));
@@ -42,5 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(in.dense.size() == static_cast<size_t>(in.size) * limits.dense_features);
   for (float f : in.dense)
     check(std::isfinite(f));
+  check(limits.weights ? in.weights.size() == in.ids.size() : in.weights.empty());
+  for (float w : in.weights)
+    check(std::isfinite(w));
   return 0;
 }

@@ -334,3 +334,39 @@ TEST_CASE("serving: a model with named features takes instances by name, as its 
   REQUIRE(!bad.ok());
   CHECK(bad.error().find("inconsistent model") != std::string::npos);
 }
+
+TEST_CASE("serving: a model of weighted ids takes weights beside its slots, one per id") {
+  predict_request_limits l;
+  l.slots = 2;
+  l.dense_features = 0;
+  l.weights = true;
+  auto ok = parse_predict_request(
+    R"({"instances":[{"weights":[[0.5,2],[1]],"slots":[[1,2],["3"]]},{"slots":[[4],[]],"weights":[[3],[]]}]})",
+    l);
+  REQUIRE_MESSAGE(ok.error.empty(), ok.error);
+  CHECK(ok.input.ids == std::vector<uint64_t>{1, 2, 3, 4});
+  CHECK(ok.input.weights == std::vector<float>{0.5f, 2, 1, 3});
+  struct bad_case {
+    const char* body;
+    const char* says;
+  } cases[] = {
+    {R"({"instances":[{"slots":[[1],[2]]}]})", "instances[0].weights: expected an array of 2"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1,1],[1]]}]})",
+     "weights[0]: 2 weights for 1 ids"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1]]}]})", "weights[1]: 0 weights for 1 ids"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1],[1],[1]]}]})", "3 or more bags"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1],["x"]]}]})",
+     "weights[1][0]: expected a number"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1],[1e39]]}]})", "finite"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":7}]})", ".weights: expected an array of 2"},
+    {R"({"instances":[{"slots":[[1],[2]],"weights":[[1],[1]],"weights":[]}]})", "given twice"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_predict_request(c.body, l);
+    INFO(c.body, " -> ", r.error);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  l.weights = false;  // a model without weights refuses them
+  auto r = parse_predict_request(R"({"instances":[{"slots":[[1],[2]],"weights":[[1],[1]]}]})", l);
+  CHECK(r.error.find("unknown key \"weights\"") != std::string::npos);
+}

@@ -6,7 +6,8 @@ requests, hot reload under load. Real processes on loopback (ports 5300-5399), c
   a bag sharing its table, a mean-pooled sequence sharing the item table, a dense number) and two
   labels, from JSON lines: train --export, predict (per task, the same scores as the training
   run's), and serve with the data's own JSON objects as instances (the same scores as predict,
-  per label), with bad instances refused naming the instance and the feature.
+  per label), with bad instances refused naming the instance and the feature; and a libsvm job
+  with data.value_weights, served with "weights" beside "slots" (predict --instances writes them).
 
 usage: serving_test.py SATRAP WORKDIR SCENARIO  (SCENARIO: predict_parity | serve | hot_reload | named)
 """
@@ -235,6 +236,57 @@ def named():
         st, body = s.request("POST", "/v2/models/named/infer", json.dumps(
             {"inputs": [{"name": "dense", "shape": [1, 1], "datatype": "FP32", "data": [0.5]}]}))
         assert st == 400 and "named features" in body, (st, body)
+        s.stop()
+    finally:
+        cleanup()
+    value_weights(rng)
+
+
+def value_weights(rng):
+    # libsvm with data.value_weights: a field's ids form a bag, their values its weights. The
+    # served instances (predict --instances) carry "weights" beside "slots".
+    for name, n in (("vw-train.svm", 8000), ("vw-test.svm", 800)):
+        with open(os.path.join(WORK, name), "w") as f:
+            for _ in range(n):
+                feats = {}
+                for field, (lo, hi) in enumerate(((0, 30), (30, 60), (60, 100))):
+                    for k in rng.sample(range(lo, hi), rng.randint(1, 3)):
+                        feats[k] = round(rng.uniform(0.1, 2.0), 2)
+                z = sum(v * (1 if k % 3 == 0 else -0.5) for k, v in feats.items())
+                y = int(rng.random() < 1 / (1 + math.exp(-z)))
+                f.write("%d %s\n" % (y, " ".join("%d:%g" % kv for kv in sorted(feats.items()))))
+    job = os.path.join(WORK, "vw.yaml")
+    with open(job, "w") as f:
+        f.write("name: vw\nmodel: {dim: 8, pooling: mean}\n"
+                "data: {source: libsvm, train_files: [vw-train.svm], test_files: [vw-test.svm],\n"
+                "       field_starts: [0, 30, 60], value_weights: true, cache_dir: cache}\n"
+                "training: {batch_size: 128, train_batches: 0, epochs: 2, test_batches: 0, staleness: 1}\n"
+                "placement: {shards: 2, loaders: 1, trainers: 2, partitions: 64}\n")
+    model = os.path.join(WORK, "vw-model")
+    shutil.rmtree(model, ignore_errors=True)
+    scores = os.path.join(WORK, "vw-train-scores.tsv")
+    tr = last_json(run("train", "--job", job, "--json", "--export", model, "--test-scores", scores).stdout)
+    inst, got = predict_rows(model, os.path.join(WORK, "vw-inst.jsonl"), os.path.join(WORK, "vw-p.tsv"))
+    p = last_json(run("predict", "--model", model, "--json").stdout)
+    check_parity(read_scores(scores), got, tr["test_auc"], p["auc"], "libsvm value_weights predict")
+    assert all(len(i["weights"]) == 3 and [len(w) for w in i["weights"]] == [len(b) for b in i["slots"]]
+               for i in inst), inst[0]
+    s = Server(PORTS["named"], "--model", model, "--threads", "2")
+    try:
+        worst = 0.0
+        for i in range(0, len(inst), 64):
+            st, r = s.predict("vw", inst[i:i + 64])
+            assert st == 200, (st, r)
+            worst = max(worst, max(abs(a - b) for a, b in zip(r["predictions"], got[i:i + 64])))
+        print("value_weights serve: %d instances, max |score diff| against predict %.2g" % (len(inst), worst))
+        assert worst <= 1e-6, worst
+        bad = dict(inst[0])
+        del bad["weights"]
+        st, r = s.predict("vw", [bad])
+        assert st == 400 and "weights" in r["error"], (st, r)
+        bad = dict(inst[0], weights=[w + [1.0] for w in inst[0]["weights"]])
+        st, r = s.predict("vw", [bad])
+        assert st == 400 and "weights[0]" in r["error"] and "ids" in r["error"], (st, r)
         s.stop()
     finally:
         cleanup()
