@@ -12,7 +12,8 @@ computed here from its definition.
   cluster   the same every-kind job from TFRecord: embedded with checkpoints, then resumed from
             its checkpoint folder (the same test figures, per task, at staleness 0); submitted to a
             3-node loopback cluster (ports 5750-5759) with checkpoints: it succeeds, its test AUC
-            near the embedded run's, and its record has each task's test AUC by label
+            near the embedded run's, and its record has each task's test AUC by label; and the
+            same samples as JSON lines on the cluster
   damaged   a flipped byte fails its record's CRC, a cut file is truncated: both are errors
             (exit 2) naming the file and the record, whatever data.on_error says; an Example
             without a feature is an error with on_error fail and is counted with skip
@@ -274,6 +275,14 @@ def cluster():
               % (c["test_auc"], a["test_auc"], d, c["task_test_auc"]))
         assert d <= 0.01, (c, a)
         assert set(c["task_test_auc"]) == {"click", "buy"}, c
+        # The same samples as JSON lines on the cluster: the same figures as from TFRecord.
+        with open("js-cluster.yaml", "w") as f:
+            f.write(open(job("js", "jsonl", "train.jsonl", "test.jsonl")).read()
+                    .replace("name: js\n", "name: js-cluster\n"))
+        c2 = last_json(run("submit", "js-cluster.yaml", "--follow", "--json", *common).stdout)
+        assert c2["state"] == "SUCCEEDED", c2
+        print("cluster, JSON lines: test auc %.4f" % c2["test_auc"])
+        assert abs(c2["test_auc"] - a["test_auc"]) <= 0.01, (c2, a)
     finally:
         run("down", *common, check=False)
         subprocess.run(["pkill", "-9", "-f", "--", "--state-dir " + state], check=False)
