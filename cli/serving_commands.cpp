@@ -73,16 +73,7 @@ int export_command::run() {
     return 2;
   }
   auto& meta = **latest;
-  auto dense = checkpoint_read_dense(checkpoint_, meta);
-  if (!dense) {
-    std::cerr << "satrap export: " << error_text(make_error(dense.failure())) << "\n";
-    return 1;
-  }
-  capnp_payload state{payload_bytes(dense->begin(), dense->end())};
-  payload_reader reader(state);
-  auto params = data_view<float>(reader.root<schema::DenseState>().getParams());
-  auto rows = export_model_folder(*spec, params, meta.step, checkpoint_embedding_root(checkpoint_),
-                                  meta.embedding_sequence, out_, shards_, version_);
+  auto rows = export_checkpoint(*spec, checkpoint_, meta, out_, shards_, version_);
   if (!rows) {
     std::cerr << "satrap export: " << error_text(rows.error()) << "\n";
     return 1;

@@ -7,6 +7,7 @@
 #include "actors/admin/admin.hpp"
 #include "cli/admin_http.hpp"
 #include "actors/type_registry.hpp"
+#include "serving/checkpoint_exporter.hpp"
 #include "serving/model_export.hpp"
 #include "models/embedding/embedding_snapshot.hpp"
 #include "models/metrics.hpp"
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -57,6 +59,13 @@ void train_command::add_to(CLI::App& app) {
   sub_
     ->add_option("--export-shards", export_shards_, "export shards (ranges of virtual partitions)")
     ->capture_default_str();
+  sub_->add_option("--export-dir", export_dir_,
+                   "while the job trains: export the model at each checkpoint into "
+                   "DIR/<job>-step-<step> (for satrap serve --watch DIR); needs checkpoint.dir "
+                   "and checkpoint.every_steps or every_seconds");
+  sub_->add_option("--export-keep", export_keep_, "with --export-dir: the newest exports kept")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 1000));
   sub_->add_option("--test-scores", test_scores_,
                    "write the final evaluation's score of every test row, one per line (several "
                    "labels: their scores on the line, tab-separated)");
@@ -268,10 +277,33 @@ int train_command::run() {
   ac.embedded.configure = [dir = final_snapshot_dir](job_supervisor_config& c) {
     c.final_snapshot_dir = dir;
   };
-  ac.embedded.on_progress = [tty](const job_progress& p) {
-    if (tty)
-      show_progress(p);
-  };
+  std::shared_ptr<checkpoint_exporter> exporter;  // shared: the progress callback may outlive run
+  if (!export_dir_.empty()) {
+    if (spec.checkpoint.dir.empty()
+        || (spec.checkpoint.every_steps <= 0 && spec.checkpoint.every_seconds <= 0)) {
+      std::cerr << "satrap train: --export-dir exports each checkpoint: give checkpoint.dir "
+                   "(--checkpoint-dir) and checkpoint.every_steps (--checkpoint-every) or "
+                   "checkpoint.every_seconds\n";
+      return 2;
+    }
+    if (auto why = export_unsupported(spec); !why.empty()) {
+      std::cerr << "satrap train: --export-dir: " << why << "\n";
+      return 2;
+    }
+    checkpoint_exporter_options eo;
+    eo.checkpoint_dir = spec.checkpoint.dir;
+    eo.out_dir = export_dir_;
+    eo.keep = export_keep_;
+    eo.shards = export_shards_;
+    exporter = std::make_shared<checkpoint_exporter>(spec, eo);
+  }
+  ac.embedded.on_progress =
+    [tty, ex = exporter, seen = std::make_shared<std::atomic<int64_t>>(0)](const job_progress& p) {
+      if (tty)
+        show_progress(p);
+      if (ex && p.checkpoints > seen->exchange(p.checkpoints))
+        ex->checkpoint_written();
+    };
   auto admin = spawn_admin(sys, ac);
   http_server http;
   if (status_port_ > 0) {
@@ -306,6 +338,17 @@ int train_command::run() {
         std::cerr << "satrap train: job failed: " << error_text(e) << "\n";
         exit_status = exit_status_of(e);  // 2 when the job's input was wrong
       });
+  if (exporter) {  // the newest checkpoint exported too, then the account
+    bool newest = exporter->finish();
+    std::fprintf(stderr, "exported %lld models to %s (newest: step %lld)\n",
+                 static_cast<long long>(exporter->exported()), export_dir_.c_str(),
+                 static_cast<long long>(exporter->last_step()));
+    if (exporter->failures() > 0)
+      std::fprintf(stderr, "%lld exports failed; the last: %s\n",
+                   static_cast<long long>(exporter->failures()), exporter->last_error().c_str());
+    if (!newest && exit_status == 0)
+      exit_status = 1;
+  }
   http.stop();
   self->send_exit(admin, caf::exit_reason::user_shutdown);
   return exit_status;

@@ -28,6 +28,8 @@ class train_command final : public command {
   job_options job_;     // --job and the job flags
   std::string export_;  // --export: the model folder written after the job
   uint32_t export_shards_ = 1;
+  std::string export_dir_;  // --export-dir: each checkpoint's model, as the job trains
+  int export_keep_ = 3;
   std::string test_scores_;  // --test-scores: the final evaluation's scores
 
   int write_test_scores(const std::string& path, const job_result& r);

@@ -2,6 +2,8 @@
 
 #include "models/serving/exported_model.hpp"
 #include "runtime/error.hpp"
+#include "runtime/payload.hpp"
+#include "satrap_schemas/step.capnp.h"
 
 #include <chrono>
 
@@ -50,6 +52,19 @@ caf::expected<uint64_t> export_model_folder(const job_spec& spec, std::span<cons
   if (!rows)
     return make_error(errc::io_failure, "export: " + rows.error());
   return rows.value();
+}
+
+caf::expected<uint64_t> export_checkpoint(const job_spec& spec, const std::string& checkpoint_dir,
+                                          const checkpoint_meta& meta, const std::string& out,
+                                          uint32_t shards, const std::string& version, env& e) {
+  auto dense = checkpoint_read_dense(checkpoint_dir, meta, e);
+  if (!dense)
+    return make_error(dense.failure());
+  capnp_payload state{payload_bytes(dense->begin(), dense->end())};
+  payload_reader reader(state);
+  auto params = data_view<float>(reader.root<schema::DenseState>().getParams());
+  return export_model_folder(spec, params, meta.step, checkpoint_embedding_root(checkpoint_dir),
+                             meta.embedding_sequence, out, shards, version, e);
 }
 
 }  // namespace satrap

@@ -9,7 +9,12 @@ requests, hot reload under load. Real processes on loopback (ports 5300-5399), c
   per label), with bad instances refused naming the instance and the feature; and a libsvm job
   with data.value_weights, served with "weights" beside "slots" (predict --instances writes them).
 
-usage: serving_test.py SATRAP WORKDIR SCENARIO  (SCENARIO: predict_parity | serve | hot_reload | named)
+  online: satrap train --export-dir exports the model at each checkpoint while satrap serve
+  --watch answers from concurrent clients: no failed request once a model is up, the served
+  version moves forward through several steps, the newest --export-keep exports kept.
+
+usage: serving_test.py SATRAP WORKDIR SCENARIO
+  SCENARIO: predict_parity | serve | hot_reload | named | online
 """
 import http.client
 import json
@@ -24,7 +29,7 @@ import threading
 import time
 
 SATRAP, WORK, SCENARIO = sys.argv[1], sys.argv[2], sys.argv[3]
-PORTS = {"serve": 5301, "hot_reload": 5302, "named": 5303}
+PORTS = {"serve": 5301, "hot_reload": 5302, "named": 5303, "online": 5304}
 procs = []
 
 
@@ -287,6 +292,72 @@ def value_weights(rng):
         bad = dict(inst[0], weights=[w + [1.0] for w in inst[0]["weights"]])
         st, r = s.predict("vw", [bad])
         assert st == 400 and "weights[0]" in r["error"] and "ids" in r["error"], (st, r)
+        s.stop()
+    finally:
+        cleanup()
+
+
+def online():
+    job = os.path.join(WORK, "online.yaml")
+    with open(job, "w") as f:
+        f.write("name: online\ndata: {synthetic: {slots: 4, vocab: 20000}}\n"
+                "training: {batch_size: 128, train_batches: 3000, test_batches: 2, staleness: 1}\n"
+                "placement: {shards: 2, aggregators: 1, loaders: 1, trainers: 1}\n")
+    ck, models = os.path.join(WORK, "ckpt"), os.path.join(WORK, "models")
+    for d in (ck, models):
+        shutil.rmtree(d, ignore_errors=True)
+    log = open(os.path.join(WORK, "train.err"), "w")
+    train = subprocess.Popen([SATRAP, "train", "--job", job, "--checkpoint-dir", ck,
+                              "--checkpoint-every", "250", "--export-dir", models,
+                              "--export-keep", "2", "--json"],
+                             stdout=subprocess.PIPE, stderr=log, text=True)
+    procs.append(train)
+    deadline = time.time() + 120
+    first = None
+    while first is None and time.time() < deadline:
+        assert train.poll() is None or os.path.isdir(models), open(log.name).read()
+        if os.path.isdir(models):
+            for d in sorted(os.listdir(models)):
+                if os.path.exists(os.path.join(models, d, "MODEL.json")):
+                    first = os.path.join(models, d)
+        time.sleep(0.05)
+    assert first, "no model was exported: " + open(log.name).read()
+    net = json.load(open(os.path.join(first, "MODEL.json")))["network"]
+    inst = [{"dense": [0.5] * net["dense_features"], "slots": [[i * 7 + s] for s in range(net["slots"])]}
+            for i in range(8)]
+    s = Server(PORTS["online"], "--watch", models, "--watch-interval", "0.1", "--threads", "2")
+    try:
+        versions, errors, stop = [], [], threading.Event()
+
+        def client():
+            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+            while not stop.is_set():
+                st, r = s.predict("online", inst, conn=conn)
+                if st != 200:
+                    errors.append((st, r))
+                    return
+                versions.append(r["version"])
+
+        threads = [threading.Thread(target=client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        out, _ = train.communicate(timeout=240)
+        time.sleep(0.6)  # the last export picked up
+        stop.set()
+        for t in threads:
+            t.join()
+        assert train.returncode == 0, open(log.name).read()
+        assert not errors, errors[:3]
+        steps = [int(v.split("-")[1]) for v in versions]
+        distinct = sorted(set(steps))
+        err = open(log.name).read()
+        kept = sorted(os.listdir(models))
+        print("online: %d requests, versions served %s; kept %s; %s"
+              % (len(versions), distinct, kept, err.strip().splitlines()[-1]))
+        assert len(distinct) >= 2, distinct
+        assert len(kept) == 2 and "exported " in err, (kept, err)
+        newest = max(int(k.split("-")[-1]) for k in kept)
+        assert distinct[-1] == newest >= 2750, (distinct, kept)
         s.stop()
     finally:
         cleanup()
@@ -558,7 +629,7 @@ if __name__ == "__main__":
     os.chdir(WORK)
     try:
         {"predict_parity": predict_parity, "serve": serve, "hot_reload": hot_reload,
-         "named": named}[SCENARIO]()
+         "named": named, "online": online}[SCENARIO]()
     finally:
         cleanup()
     print("PASS", SCENARIO)
