@@ -41,11 +41,12 @@ int main(int argc, char** argv) {
   satrap::export_command export_cmd;
   satrap::predict_command predict;
   satrap::serve_command serve;
+  satrap::route_command route;
   satrap::cache_command cache;
   satrap::produce_command produce;
-  satrap::command* const commands[] = {&train, &gen_criteo, &plan,    &k8s,   &slurm,
-                                       &cluster, &certs, &export_cmd, &predict, &serve,
-                                       &cache, &produce};
+  satrap::command* const commands[] = {&train,   &gen_criteo, &plan,       &k8s,     &slurm,
+                                       &cluster, &certs,      &export_cmd, &predict, &serve,
+                                       &route,   &cache,      &produce};
   for (auto* c : commands)
     c->add_to(app);
   try {

@@ -10,6 +10,7 @@
 #include "runtime/log.hpp"
 #include "serving/batch_scoring.hpp"
 #include "serving/model_export.hpp"
+#include "serving/model_router.hpp"
 #include "serving/model_server.hpp"
 #include "cli/cli_timing.hpp"
 #include "runtime/payload.hpp"
@@ -290,6 +291,11 @@ void serve_command::add_to(CLI::App& app) {
   sub_->add_option("--max-body-mb", max_body_mb_, "larger request bodies get 413")
     ->capture_default_str();
   sub_
+    ->add_option("--shards", shards_,
+                 "a fleet's partition server: hold only these export shards (e.g. 0,2; "
+                 "satrap route answers in front)")
+    ->delimiter(',');
+  sub_
     ->add_option("--admin-token-file", token_file_,
                  "a file holding the token that POST /admin/reload needs")
     ->check(CLI::ExistingFile);
@@ -319,6 +325,7 @@ int serve_command::run() {
   model_server_options o;
   o.model_dir = model_;
   o.watch_dir = watch_;
+  o.shards = shards_;
   o.host = host_;
   o.port = port_;
   o.workers = threads_;
@@ -348,6 +355,64 @@ int serve_command::run() {
   while (!serve_stop)
     std::this_thread::sleep_for(ms(cli_timing::serve_poll_ms));
   server.stop();
+  return 0;
+}
+
+// ---- satrap route -------------------------------------------------------------------------------
+
+void route_command::add_to(CLI::App& app) {
+  sub_ = app.add_subcommand(
+    "route",
+    "A fleet's router: answer POST /v1/models/<name>:predict for a model split over partition "
+    "servers (satrap serve --model M --shards K), looking each id up at the server of its "
+    "partition and running the dense network here");
+  sub_->add_option("--model", model_, "the model folder (the servers' own)")->required();
+  sub_->add_option("--servers", servers_, "the partition servers, host:port,...")
+    ->required()
+    ->delimiter(',');
+  sub_->add_option("--host", host_, "address to bind")->capture_default_str();
+  sub_->add_option("--port", port_, "port to bind")->capture_default_str();
+  sub_->add_option("--http-threads", http_threads_, "connections served at once (at most 4096)")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 4096));
+  sub_->add_option("--max-body-mb", max_body_mb_, "larger request bodies get 413")
+    ->capture_default_str();
+  sub_
+    ->add_option("--timeout-ms", timeout_ms_,
+                 "a partition server's answer, at most (then the request gets 503)")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 600000));
+  sub_->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
+    ->capture_default_str();
+}
+
+int route_command::run() {
+  if (!log_setup(log_level_)) {
+    std::cerr << "satrap route: --log-level: expected trace, debug, info, warn, error or off\n";
+    return 2;
+  }
+  openblas_set_num_threads(1);
+  model_router_options o;
+  o.model_dir = model_;
+  o.servers = servers_;
+  o.host = host_;
+  o.port = port_;
+  o.http_threads = http_threads_;
+  o.max_body_bytes = max_body_mb_ << 20;
+  o.timeout = std::chrono::milliseconds(timeout_ms_);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  model_router router;
+  if (auto err = router.start(o); !err.empty()) {
+    std::cerr << "satrap route: " << err << "\n";
+    return 2;
+  }
+  std::printf("routing %s over %zu partition servers on http://%s:%u\n", router.version().c_str(),
+              servers_.size(), host_.c_str(), port_);
+  std::fflush(stdout);
+  while (!serve_stop)
+    std::this_thread::sleep_for(ms(cli_timing::serve_poll_ms));
+  router.stop();
   return 0;
 }
 

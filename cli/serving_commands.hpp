@@ -52,6 +52,22 @@ class serve_command final : public command {
   double max_delay_ms_ = 0.5;
   double watch_s_ = 1.0;
   size_t max_body_mb_ = 8;
+  std::vector<uint32_t> shards_;  // --shards: a fleet's partition server
+};
+
+// `satrap route`: a fleet's router in front of partition servers (serving/model_router.hpp).
+class route_command final : public command {
+ public:
+  void add_to(CLI::App& app) override;
+  int run() override;
+
+ private:
+  std::string model_, host_ = "127.0.0.1", log_level_ = "info";
+  std::vector<std::string> servers_;
+  uint16_t port_ = 8600;
+  int http_threads_ = 64;
+  size_t max_body_mb_ = 8;
+  int timeout_ms_ = 2000;
 };
 
 }  // namespace satrap

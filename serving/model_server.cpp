@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 std::string model_server::impl::load(const std::string& dir) {
   std::lock_guard lk(reload_mu);
   auto started = options.environment->steady_now();
-  auto m = exported_model::open(dir);
+  auto m = exported_model::open(dir, options.shards);
   if (!m) {
     ++reload_failures;
     spdlog::error("model_load_failed dir={} error=\"{}\"", dir, m.error());

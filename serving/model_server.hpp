@@ -11,6 +11,13 @@
 //                                    given as ?dir=..., or the newest one in the watched folder
 //   /v2/...                          KServe v2 / Open Inference Protocol: health, metadata, infer
 //                                    with JSON or binary tensors (model_server_v2.cpp)
+// A partition server of a fleet (`shards`: the export shards it holds; serving/model_router.hpp):
+//   GET  /v1/models/<name>/partitions  {"name", "version", "partitions": P, "held": [[a, b), ...]}
+//   POST /v1/models/<name>/rows        body: ids as little-endian uint64; answer: their rows as
+//                                      little-endian float32 (dim each), the version in the
+//                                      X-Satrap-Version header; an id of a partition not held is
+//                                      a 400, a request pinning another version (the same header)
+//                                      a 409 naming the version served
 // Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
 // pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
 // same version until max_batch instances or max_queue_delay after the first one arrived, score
@@ -29,12 +36,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace satrap {
 
 struct model_server_options {
-  std::string model_dir;  // a model folder to serve, or
-  std::string watch_dir;  // a folder of model folders (newest served)
+  std::string model_dir;         // a model folder to serve, or
+  std::string watch_dir;         // a folder of model folders (newest served)
+  std::vector<uint32_t> shards;  // export shards to hold (empty: all): a fleet's partition server
   std::string host = "127.0.0.1";
   uint16_t port = 8500;
   int workers = 0;                                 // scoring threads; 0: one per core

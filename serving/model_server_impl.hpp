@@ -175,6 +175,8 @@ struct model_server::impl {
   std::string metrics_text() const;
   http_response handle(const http_request& req);
   http_response route(const http_request& req);
+  http_response partition_route(const http_request& req, const std::string& name,
+                                const std::string& what);
 };
 
 }  // namespace satrap

@@ -2,6 +2,10 @@
 #include "serving/model_server_impl.hpp"
 #include "runtime/secrets.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
 namespace satrap {
 
 http_response serve_detail::json_error(int status, const std::string& message) {
@@ -95,6 +99,8 @@ http_response model_server::impl::route(const http_request& req) {
   const std::string prefix = "/v1/models/";
   if (path.rfind(prefix, 0) == 0) {
     auto rest = path.substr(prefix.size());
+    if (auto slash = rest.find('/'); slash != std::string::npos)
+      return partition_route(req, rest.substr(0, slash), rest.substr(slash + 1));
     auto colon = rest.find(':');
     if (colon != std::string::npos) {
       if (rest.substr(colon) != ":predict")
@@ -117,6 +123,59 @@ http_response model_server::impl::route(const http_request& req) {
   return json_error(404, "unknown path " + path
                            + " (POST /v1/models/<name>:predict, POST /v2/models/<name>/infer, GET /healthz, "
                              "/readyz, /metrics, /v2/health/ready)");
+}
+
+// A fleet's partition server (model_server.hpp): its partitions, and rows by id.
+http_response model_server::impl::partition_route(const http_request& req, const std::string& name,
+                                                  const std::string& what) {
+  auto v = now();
+  if (!v)
+    return count(503, "not_ready"), json_error(503, "no model loaded yet");
+  const auto& m = *v->model;
+  if (name != m.meta().name)
+    return count(404, "unknown_model"), json_error(404, "no model named '" + name + "'");
+  if (what == "partitions") {
+    std::string held;
+    for (auto [a, b] : m.held_ranges())
+      held += (held.empty() ? "[" : ",[") + std::to_string(a) + "," + std::to_string(b) + "]";
+    return {200, "application/json",
+            "{\"name\":" + nlohmann::json(m.meta().name).dump()
+              + ",\"version\":" + nlohmann::json(m.meta().version).dump()
+              + ",\"partitions\":" + std::to_string(m.meta().partitions)
+              + ",\"dim\":" + std::to_string(m.dim()) + ",\"held\":[" + held + "]}"};
+  }
+  if (what != "rows")
+    return count(404, "unknown_path"),
+           json_error(404, "unknown path (GET .../partitions, POST .../rows)");
+  if (req.method != "POST")
+    return count(405, "method"), json_error(405, "use POST for rows");
+  auto pinned = req.header("X-Satrap-Version");
+  if (!pinned.empty() && pinned != m.meta().version)
+    return count(409, "version"),
+           json_error(409, "this server serves version " + m.meta().version + ", not " + pinned);
+  if (req.body.size() % 8 != 0)
+    return count(400, "bad_request"),
+           json_error(400,
+                      "rows: expected the ids as little-endian uint64 (a multiple of 8 "
+                      "bytes), got "
+                        + std::to_string(req.body.size()) + " bytes");
+  const size_t n = req.body.size() / 8;
+  const int dim = m.dim();
+  http_response res{200, "application/octet-stream", std::string(n * dim * sizeof(float), '\0')};
+  auto* out = reinterpret_cast<float*>(res.body.data());
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t id;
+    std::memcpy(&id, req.body.data() + 8 * k, 8);
+    if (!m.holds(id))
+      return count(400, "partition_not_held"),
+             json_error(400, "id " + std::to_string(id) + ": partition "
+                               + std::to_string(exported_partition_of(id, m.meta().partitions))
+                               + " is not held by this server");
+    m.lookup(id, out + k * dim);
+  }
+  res.headers.emplace_back("X-Satrap-Version", m.meta().version);
+  count(200, nullptr);
+  return res;
 }
 
 }  // namespace satrap

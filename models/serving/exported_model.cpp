@@ -108,7 +108,7 @@ result<std::shared_ptr<const exported_model>> exported_model::open(const std::st
     }
     m->holds_all_ = std::find(m->owner_.begin(), m->owner_.end(), -1) == m->owner_.end();
     for (auto k : shards)
-      if (k >= files.size())
+      if (k >= files.size() && !(k == exported_no_shards && shards.size() == 1))
         return make_model_error(where + ": no export shard " + std::to_string(k) + " (it has "
                                 + std::to_string(files.size()) + ")");
   } catch (const std::exception& ex) {
@@ -122,6 +122,18 @@ uint64_t exported_model::mapped_bytes() const {
   for (auto& f : files_)
     b += f.file.file_bytes();
   return b;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> exported_model::held_ranges() const {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (uint32_t p = 0; p < owner_.size(); ++p)
+    if (owner_[p] >= 0) {
+      if (!out.empty() && out.back().second == p)
+        out.back().second = p + 1;
+      else
+        out.emplace_back(p, p + 1);
+    }
+  return out;
 }
 
 bool exported_model::holds(uint64_t id) const {
@@ -170,13 +182,21 @@ void model_scorer::score(int size, std::span<const uint32_t> offsets, std::span<
   rows_.resize(dedup.unique.size() * dim);
   for (size_t k = 0; k < dedup.unique.size(); ++k)
     model_->lookup(dedup.unique[k], rows_.data() + k * dim);
+  score_rows(size, offsets, dedup, rows_.data(), weights, dense, logits);
+}
+
+void model_scorer::score_rows(int size, std::span<const uint32_t> offsets,
+                              const dedup_result& dedup, const float* rows,
+                              std::span<const float> weights, std::span<const float> dense,
+                              float* logits) {
+  const int dim = model_->dim();
   pooled_.resize(static_cast<size_t>(size) * model_->slots() * dim);
   if (model_->slot_pool().empty() && weights.empty()) {
-    pool_forward(model_->meta().pool, dim, offsets, dedup.inverse, rows_.data(), pooled_.data());
+    pool_forward(model_->meta().pool, dim, offsets, dedup.inverse, rows, pooled_.data());
   } else {  // per slot and weighted, as the gradient aggregator pools
     row_ptrs_.resize(dedup.unique.size());
     for (size_t k = 0; k < dedup.unique.size(); ++k)
-      row_ptrs_[k] = rows_.data() + k * dim;
+      row_ptrs_[k] = rows + k * dim;
     const pooling one[] = {model_->meta().pool};
     std::span<const pooling> slot_pool = model_->slot_pool();
     if (slot_pool.empty())

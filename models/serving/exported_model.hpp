@@ -31,6 +31,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/data/feature_cross.hpp"
@@ -89,10 +90,15 @@ inline uint32_t exported_partition_of(uint64_t id, uint32_t partitions) {
 // Reads MODEL.json only (cheap; for watching a folder).
 result<exported_model_meta> exported_model_read_meta(const std::string& dir);
 
+// exported_model::open's shards for a model without rows (a fleet's router: the dense network and
+// the meta only; the rows are the partition servers').
+inline constexpr uint32_t exported_no_shards = ~uint32_t{0};
+
 class exported_model {
  public:
   // Maps the folder's files (checking sizes and checksums against MODEL.json). `shards`: the
-  // export shards to hold (empty: all); lookups of ids in other partitions are errors.
+  // export shards to hold (empty: all; {exported_no_shards}: none); lookups of ids in other
+  // partitions are errors.
   static result<std::shared_ptr<const exported_model>> open(const std::string& dir,
                                                             std::vector<uint32_t> shards = {});
 
@@ -119,6 +125,8 @@ class exported_model {
   bool holds(uint64_t id) const;
   // Whether it holds every partition (then every id is held).
   bool holds_all() const { return holds_all_; }
+  // The partitions held, as ascending [first, last) ranges.
+  std::vector<std::pair<uint32_t, uint32_t>> held_ranges() const;
   // out: dim floats: the trained row, or the initial row of an id never trained. The id's
   // partition must be held (holds).
   void lookup(uint64_t id, float* out) const;
@@ -165,6 +173,11 @@ class model_scorer {
   void score(const score_input& in, float* logits) {
     score(in.size, in.offsets, in.ids, in.weights, in.dense, logits);
   }
+  // The same after the lookup: `rows` holds dim floats for each of dedup.unique, in order (a
+  // fleet's router has them from the partition servers). Pools and runs the dense network.
+  void score_rows(int size, std::span<const uint32_t> offsets, const dedup_result& dedup,
+                  const float* rows, std::span<const float> weights, std::span<const float> dense,
+                  float* logits);
   const std::shared_ptr<const exported_model>& model() const { return model_; }
 
  private:
