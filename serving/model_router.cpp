@@ -204,10 +204,14 @@ http_response model_router::impl::predict(const http_request& req) {
       auto why = fetch(*servers[s], ids[s], positions[s], rows.data(), status);
       return std::make_pair(why, status);
     };
-    if (static_cast<int>(s) == last)
-      here = call();  // the last on this thread
-    else
+    // Small lookups go one after another on this thread (a thread per server costs more than a
+    // loopback round trip); large ones in parallel, the last on this thread.
+    if (static_cast<int>(s) == last || dedup.unique.size() < o.parallel_ids) {
+      if (auto r = call(); !r.first.empty() && here.first.empty())
+        here = r;
+    } else {
       pending.push_back(std::async(std::launch::async, call));
+    }
   }
   std::vector<std::pair<std::string, int>> failed;
   for (auto& f : pending)

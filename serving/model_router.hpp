@@ -31,6 +31,9 @@ struct model_router_options {
   size_t max_body_bytes = 8u << 20;
   size_t max_instances = 4096;
   std::chrono::milliseconds timeout{2000};  // a partition server's answer, at most
+  // A request with fewer distinct ids asks its servers one after another on its own thread;
+  // with more, in parallel (a thread each).
+  size_t parallel_ids = 4096;
 };
 
 class model_router {

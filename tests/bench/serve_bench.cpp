@@ -3,6 +3,10 @@
 //
 // usage: serve_bench MODEL INSTANCES.jsonl [seconds=3] [connections=8] [port=5310] [rounds=1]
 //                    [only=PHASE] (one load phase alone, for a profiler: bin1, bin64, json64, ...)
+//        serve_bench MODEL INSTANCES.jsonl SECONDS CONNECTIONS PORT ROUNDS targets PORT,PORT,...
+//                    the /v1 JSON phases (json1, json64) against servers running elsewhere (a
+//                    fleet's router and one server: tests/bench/fleet_bench.sh), interleaved
+//                    round by round; the last line has each target's medians
 //   MODEL: a model folder; INSTANCES: one request instance per line (satrap predict --instances).
 // The client: K threads, each with one kept-alive TCP connection (TCP_NODELAY) sending prebuilt
 // HTTP/1.1 requests (the whole request in one write) and reading each response (its headers,
@@ -373,6 +377,42 @@ int main(int argc, char** argv) {
   };
 
   std::map<std::string, std::vector<double>> fig;
+  if (only == "targets") {
+    std::vector<uint16_t> targets;
+    for (std::string t = argc > 8 ? argv[8] : ""; !t.empty();) {
+      auto comma = t.find(',');
+      targets.push_back(static_cast<uint16_t>(std::atoi(t.substr(0, comma).c_str())));
+      t = comma == std::string::npos ? "" : t.substr(comma + 1);
+    }
+    for (auto t : targets) {
+      load(t, json1, 1, k, 0.3);  // warm up
+      load(t, json64, 64, k, 0.3);
+    }
+    double errors = 0;
+    for (int round = 0; round < rounds; ++round)
+      for (auto t : targets) {
+        auto j1 = load(t, json1, 1, k, seconds);
+        auto j64 = load(t, json64, 64, k, seconds);
+        std::printf("target=%u ", t);
+        print_phase("json1", k, j1);
+        std::printf("target=%u ", t);
+        print_phase("json64", k, j64);
+        auto key = std::to_string(t);
+        fig[key + "_json1_qps"].push_back(j1.qps);
+        fig[key + "_json1_p50_ms"].push_back(j1.p50_ms);
+        fig[key + "_json1_p99_ms"].push_back(j1.p99_ms);
+        fig[key + "_json64_qps"].push_back(j64.qps);
+        fig[key + "_json64_p50_ms"].push_back(j64.p50_ms);
+        fig[key + "_json64_p99_ms"].push_back(j64.p99_ms);
+        errors += static_cast<double>(j1.errors + j64.errors);
+      }
+    server.stop();
+    std::printf("rounds=%d", rounds);
+    for (auto& [key, v] : fig)
+      std::printf(" target_%s=%.3f", key.c_str(), median(v));
+    std::printf("\n");
+    return errors > 0 ? 1 : 0;
+  }
   if (!only.empty()) {
     std::map<std::string, std::pair<const std::vector<std::string>*, int>> phases = {
       {"bin1", {&bin1, 1}},
