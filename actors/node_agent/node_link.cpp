@@ -61,13 +61,19 @@ void retry(self_ptr self, const std::string& why) {
   schedule(self, st.config.retry_interval);
 }
 
-// Direct connections to the other nodes that have none yet (see the header).
+// Direct connections to the other nodes that have none yet (see the header). Only to the nodes
+// whose name sorts after this one's: two nodes that dialled each other at once got two
+// connections, CAF closed one, the peer's proxy went down with it (both sides dialled again a
+// heartbeat later, often at once again), and a message in flight on the closed connection was
+// lost: a trainer then waited for its batch until trainer_request_timeout_ms (seen on the
+// cluster in about one run of four, cluster/kafka_stream). One dialler per pair; the connection
+// carries both directions.
 void connect_peers(self_ptr self) {
   auto& st = self->state;
   if (!st.config.connect_peers)
     return;
   for (auto& n : st.config.cluster.nodes) {
-    if (n.name == st.config.node || st.peers.count(n.name) || st.connecting.count(n.name))
+    if (n.name <= st.config.node || st.peers.count(n.name) || st.connecting.count(n.name))
       continue;
     st.connecting.insert(n.name);
     self

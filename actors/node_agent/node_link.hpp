@@ -8,10 +8,10 @@
 //     the admin; a refusal by the head (another cluster, version, name or token) is final;
 //   heartbeat: every heartbeat_interval, the node's actor counters (meters_snapshot());
 //   head lost (down_msg): back to connect, with a fresh give_up_after window.
-// With TLS it also connects to every other node of the manifest (their agents' ports), again
-// after a heartbeat while one is missing: CAF 0.17's automatic node-to-node connections are
-// plain TCP, which TLS ports refuse, and without a direct connection a node's messages to
-// another node are relayed by the head (connect_peers).
+// With TLS it also connects to the other nodes of the manifest whose names sort after its own
+// (one dialler per pair: see connect_peers), again after a heartbeat while one is missing: CAF
+// 0.17's automatic node-to-node connections are plain TCP, which TLS ports refuse, and without a
+// direct connection a node's messages to another node are relayed by the head.
 // A failed connect or register is tried again every retry_interval until give_up_after has
 // passed since the first try; then, or on a refusal, on_end(1) is called and the link stops.
 // Its timer messages carry a key drawn at spawn: the link's address reaches the head with every

@@ -99,8 +99,8 @@ if cluster_base:
         f"cluster: kafka-{os.getpid()}\nhead: {{host: 127.0.0.1, port: {base}, status_port: {base + 9}}}\n"
         f"nodes:\n  - name: node-{{i}}\n    count: 3\n    host: 127.0.0.1\n    port: {base + 1}\n"
         "    resources: {cores: 2, memory: 4GiB, gpus: 0}\n")
-    # A stalled fetch (seen once: a trainer waited for batch 251 until its request timeout, then
-    # the job recovered) costs 20 s here, not the default 2 minutes.
+    # A lost reply (nodes that dialled each other at once lost a message in flight, before
+    # node_link dialled one way per pair) would cost 20 s here, not the default 2 minutes.
     open("cluster.yaml", "w").write(job.replace("name: kafka_once", "name: kafka_cluster").replace(
         "trace_file: trace.jsonl", "trace_file: " + os.path.join(work, "trace-cluster.jsonl"))
         + "timing: {trainer_request_timeout_ms: 20000}\n")
