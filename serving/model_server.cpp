@@ -103,6 +103,7 @@ std::string model_server::start(const model_server_options& o) {
   http_limits limits;
   limits.threads = static_cast<size_t>(std::max(1, o.http_threads));
   limits.max_body_bytes = o.max_body_bytes;
+  limits.max_inflight_body_bytes = std::max(o.max_inflight_body_bytes, o.max_body_bytes);
   limits.read_timeout = o.read_timeout;
   limits.keep_alive_max_requests = o.keep_alive_max_requests;
   limits.lean = o.lean_http;

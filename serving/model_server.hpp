@@ -43,7 +43,11 @@ struct model_server_options {
   std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
   std::string admin_token;                         // "": POST /admin/reload refused
   size_t max_body_bytes = 8u << 20;                // larger bodies get 413
-  size_t max_instances = 4096;                     // per request
+  // Bodies read or scored at once (bytes): past it 503 + Retry-After (http_limits). Two largest
+  // bodies: a body's parsed values take up to 4x its bytes, so the worst bodies under the cap
+  // keep the server within 100 MB of idle (tests/security/serve_memory_test.py).
+  size_t max_inflight_body_bytes = 16u << 20;
+  size_t max_instances = 4096;  // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
   size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
