@@ -20,6 +20,21 @@ void cluster_commands::add_to(CLI::App& app) {
                     "else <state dir>/admin.token)");
     sub->add_option("--log-level", log_level_, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+    sub->add_option("--log-file", log_file_,
+                    "log into FILE, rotated by size, instead of stderr (`satrap up` gives each "
+                    "process <state dir>/<name>.log)");
+    sub
+      ->add_option("--log-max-mb", log_max_mb_,
+                   "with --log-file (and for what `up` starts): a log file rotates at this "
+                   "size, MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+    sub
+      ->add_option("--log-files", log_files_,
+                   "with --log-file: files kept, the current one included (NAME.log, "
+                   "NAME.1.log, ...)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1000}));
   };
   head_ = app.add_subcommand("head",
                              "Run the head of a cluster: admin actor, node registry, "
@@ -106,8 +121,21 @@ bool cluster_commands::parsed() const {
              || checkpoint_->parsed() || supervise_->parsed());
 }
 
+std::vector<std::string> cluster_commands::log_args(const std::string& file) const {
+  return {"--log-level",  log_level_,
+          "--log-file",   file,
+          "--log-max-mb", std::to_string(log_max_mb_),
+          "--log-files",  std::to_string(log_files_)};
+}
+
 int cluster_commands::run() {
-  if (!log_setup(log_level_)) {
+  if (!log_file_.empty()) {
+    if (auto why = log_setup(log_level_, log_file_, {log_max_mb_ << 20, log_files_});
+        !why.empty()) {
+      std::cerr << "satrap: --log-file: " << why << "\n";
+      return 2;
+    }
+  } else if (!log_setup(log_level_)) {
     std::cerr << "satrap: --log-level: expected trace, debug, info, warn, error or off\n";
     return 2;
   }

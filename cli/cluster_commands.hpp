@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace satrap {
 
@@ -28,6 +29,11 @@ class cluster_commands final : public command {
   std::string state_dir_;
   std::string token_file_;
   std::string log_level_ = "info";
+  std::string log_file_;  // "": stderr; else rotated (runtime/log.hpp), as `satrap up` does
+  uint64_t log_max_mb_ = 64;
+  size_t log_files_ = 5;
+  // The log flags a process that `up` or `supervise` starts gets, logging to `file`.
+  std::vector<std::string> log_args(const std::string& file) const;
   // Per command.
   std::string node_name_;
   std::string job_file_;

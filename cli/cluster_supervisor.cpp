@@ -119,10 +119,12 @@ int cluster_commands::run_supervise() {
   }
   block_stop_signals();
   auto start = [&](supervised_node& n) {
-    std::vector<std::string> args{"satrap", "node",        "--name", n.name,        "--manifest",
-                                  path,     "--state-dir", dir,      "--log-level", log_level_};
-    n.pid = satrap_start(args, dir + "/node-" + n.name + ".log", false,
-                         "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts));
+    auto log = dir + "/node-" + n.name + ".log";
+    std::vector<std::string> args{"satrap",     "node", "--name",      n.name,
+                                  "--manifest", path,   "--state-dir", dir};
+    for (auto& a : log_args(log))  // rotated by size (runtime/log.hpp)
+      args.push_back(a);
+    n.pid = satrap_start(args, log, false, "SATRAP_NODE_RESTARTS=" + std::to_string(n.restarts));
     if (!process_record_write(dir + "/node-" + n.name + ".pid", n.pid, args))
       spdlog::warn("supervisor_pid_file_failed name={} pid={}", n.name, n.pid);
     spdlog::info("supervisor_started_node name={} pid={} restarts={}", n.name, n.pid, n.restarts);

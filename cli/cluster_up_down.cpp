@@ -78,12 +78,15 @@ int cluster_commands::run_up() {
     std::cerr << "satrap up: " << e << "\n";
     return 1;
   }
-  auto common = std::vector<std::string>{"--manifest",   path,       "--state-dir", dir,
-                                         "--token-file", token_path, "--log-level", log_level_};
+  auto common =
+    std::vector<std::string>{"--manifest", path, "--state-dir", dir, "--token-file", token_path};
   auto launch = [&](std::vector<std::string> args, const std::string& name) {
+    auto log = dir + "/" + name + ".log";
     args.insert(args.begin(), "satrap");
     args.insert(args.end(), common.begin(), common.end());
-    auto pid = satrap_start(args, dir + "/" + name + ".log", true);
+    for (auto& a : log_args(log))  // rotated by size (runtime/log.hpp)
+      args.push_back(a);
+    auto pid = satrap_start(args, log, true);
     process_record_write(dir + "/" + name + ".pid", pid, args);
     return pid;
   };

@@ -26,16 +26,20 @@ obj renderer::meta(const std::string& name, obj extra_labels) const {
   return md;
 }
 
-// $SATRAP_MANIFEST_YAML and $SATRAP_ADMIN_TOKEN from the ConfigMap and the Secret.
-obj renderer::env() const {
-  obj token_ref = podman
-                    ? obj{{"configMapKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}}
-                    : obj{{"secretKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}};
-  return obj::array(
+// $SATRAP_MANIFEST_YAML from the ConfigMap and, for what needs it (the head, the submit Job; never
+// a node: it has its node token), $SATRAP_ADMIN_TOKEN from the Secret.
+obj renderer::env(bool admin_token) const {
+  obj out = obj::array(
     {{{"name", "SATRAP_MANIFEST_YAML"},
       {"valueFrom",
-       {{"configMapKeyRef", {{"name", "satrap-manifest"}, {"key", "manifest.yaml"}}}}}},
-     {{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}}});
+       {{"configMapKeyRef", {{"name", "satrap-manifest"}, {"key", "manifest.yaml"}}}}}}});
+  if (admin_token) {
+    obj token_ref = podman
+                      ? obj{{"configMapKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}}
+                      : obj{{"secretKeyRef", {{"name", "satrap-admin"}, {"key", "admin.token"}}}};
+    out.push_back({{"name", "SATRAP_ADMIN_TOKEN"}, {"valueFrom", token_ref}});
+  }
+  return out;
 }
 
 // Pod Security "restricted": non-root, no privilege escalation, every capability dropped, the

@@ -52,8 +52,9 @@ struct renderer {
 
   obj labels(const std::string& component) const;
   obj meta(const std::string& name, obj extra_labels = obj::object()) const;
-  // $SATRAP_MANIFEST_YAML and $SATRAP_ADMIN_TOKEN from the ConfigMap and the Secret.
-  obj env() const;
+  // $SATRAP_MANIFEST_YAML from the ConfigMap and, with admin_token (the head and the submit Job;
+  // never a node), $SATRAP_ADMIN_TOKEN from the Secret.
+  obj env(bool admin_token = true) const;
   obj pod_security() const;
   obj container_security() const;
   obj resources(const std::string& cpu, const std::string& memory, int32_t gpus) const;

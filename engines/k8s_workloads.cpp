@@ -92,7 +92,7 @@ obj renderer::node_container(const group& g, const std::string& container_name,
   auto& n = g.first;
   obj args = obj::array({"node", "--name", node_name, "--wait", std::to_string(o.node_wait_s),
                          "--starts-file", std::string(state_dir) + "/starts"});
-  obj env_list = env();
+  obj env_list = env(false);  // the admin token goes only to what needs it: not to nodes
   if (node_name.find("$(") != std::string::npos)
     env_list.insert(env_list.begin(),
                     obj{{"name", "SATRAP_POD_NAME"},

@@ -100,7 +100,7 @@ class elastic_pool : public httplib::TaskQueue {
   std::shared_ptr<state> st_;
 };
 
-std::atomic<uint64_t> over_cap_total{0}, past_deadline_total{0};
+std::atomic<uint64_t> over_cap_total{0}, past_deadline_total{0}, over_body_budget_total{0};
 
 void log_refusal(const char* what, const std::string& addr, uint64_t total) {
   static log_rate rate{10};
@@ -114,6 +114,10 @@ void log_refusal(const char* what, const std::string& addr, uint64_t total) {
 // for its current request, enforced by a watchdog thread that shuts the socket down.
 class connection_guard {
  public:
+  // Bodies this small are always taken (counted, never refused): under a flood of large bodies
+  // ordinary requests keep being answered.
+  static constexpr size_t small_body_bytes = 65536;
+
   explicit connection_guard(const http_limits& l) : limits_(l) {
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -197,6 +201,22 @@ class connection_guard {
       }
   }
 
+  // A body of `bytes` may be read and handled (http_limits::max_inflight_body_bytes): false when
+  // it would pass the budget while other bodies are in flight. Then release(bytes) when done.
+  bool admit_body(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (limits_.max_inflight_body_bytes > 0 && inflight_body_ > 0 && bytes > small_body_bytes
+        && inflight_body_ + bytes > limits_.max_inflight_body_bytes)
+      return false;
+    inflight_body_ += bytes;
+    return true;
+  }
+
+  void release_body(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inflight_body_ -= std::min(bytes, inflight_body_);
+  }
+
   // A request was read in full: no deadline while it is handled. Done: the next one has
   // request_deadline from now (the response's write, the keep-alive wait and its reading).
   void handling(const std::string& addr, int port, bool busy) {
@@ -236,6 +256,7 @@ class connection_guard {
   std::condition_variable cv_;
   std::map<std::pair<std::string, int>, conn> conns_;
   std::map<std::string, size_t> per_address_;
+  size_t inflight_body_ = 0;  // bytes of the bodies admitted and not yet released
   bool stop_ = false;
   bool closing_ = false;  // stop() began: no new connection is admitted
   std::condition_variable drained_;
@@ -265,6 +286,8 @@ class lean_connection {
     ::setsockopt(sock_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
 
+  ~lean_connection() { guard_.release_body(body_admitted_); }
+
   void run() {
     for (size_t served = 0;; ++served) {
       http_request req;
@@ -278,8 +301,14 @@ class lean_connection {
                           : status == 431 ? "request headers larger than 8192 bytes"
                           : status == 411 ? "a request body needs Content-Length (chunked "
                                             "bodies are not taken)"
+                          : status == 503 ? "busy: request bodies of "
+                                              + std::to_string(limits_.max_inflight_body_bytes)
+                                              + " bytes are in flight; retry"
                                           : "malformed HTTP request";
-        write_response(http_response(status, "text/plain; charset=utf-8", why + "\n"), true, false);
+        http_response res(status, "text/plain; charset=utf-8", why + "\n");
+        if (status == 503)
+          res.headers.emplace_back("Retry-After", "1");
+        write_response(res, true, false);
         return;
       }
       guard_.handling(addr_, port_, true);
@@ -290,6 +319,9 @@ class lean_connection {
       } catch (const std::exception& e) {
         res = http_response(500, "text/plain; charset=utf-8", std::string(e.what()) + "\n");
       }
+      std::string().swap(req.body);  // what the handler made of it is gone too
+      guard_.release_body(body_admitted_);
+      body_admitted_ = 0;
       guard_.handling(addr_, port_, false);
       close = close || served + 1 >= limits_.keep_alive_max_requests;
       bool ok = write_response(res, close, req.method == "HEAD");
@@ -304,7 +336,8 @@ class lean_connection {
 
   // Appends what the socket has (at least a byte): false when it ended or timed out.
   bool fill() {
-    if (buf_.capacity() - buf_.size() < 16384)
+    bool room_for_expected = expect_ > buf_.size() && buf_.capacity() >= expect_;
+    if (!room_for_expected && buf_.capacity() - buf_.size() < 16384)
       buf_.reserve(std::max<size_t>(buf_.size() * 2, 65536));
     size_t at = buf_.size();
     buf_.resize(buf_.capacity());
@@ -414,8 +447,8 @@ class lean_connection {
     if (chunked)
       return 411;
     size_t body_at = head_end + 4;
-    if (length > limits_.max_body_bytes) {
-      // Read and drop the body (within the request deadline), so the client reads the answer.
+    // Read and drop the body (within the request deadline), so the client reads the answer.
+    auto drop_body = [&] {
       size_t left = length, have = std::min(length, buf_.size() - body_at);
       left -= have;
       buf_.clear();
@@ -423,20 +456,46 @@ class lean_connection {
         left -= std::min(left, buf_.size());
         buf_.clear();
       }
+      std::string().swap(buf_);
+    };
+    if (length > limits_.max_body_bytes) {
+      drop_body();
       return 413;
     }
+    if (length > 0 && !guard_.admit_body(length)) {
+      log_refusal("inflight_body_bytes", addr_, ++over_body_budget_total);
+      drop_body();
+      return 503;
+    }
+    body_admitted_ = length;
     if (expect_continue && length > 0 && buf_.size() - body_at < length) {
       static constexpr char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       if (::send(sock_, cont, sizeof cont - 1, MSG_NOSIGNAL) != sizeof cont - 1)
         return -1;
     }
+    if (buf_.size() - body_at < length) {
+      buf_.reserve(body_at + length);  // the body once, not a doubled buffer
+      expect_ = body_at + length;
+    }
     while (buf_.size() - body_at < length)
-      if (!fill())
+      if (!fill()) {
+        expect_ = 0;
+        guard_.release_body(body_admitted_);
+        body_admitted_ = 0;
         return -1;
-    req.body.assign(buf_.data() + body_at, length);
-    buf_.erase(0, body_at + length);  // a pipelined next request stays
-    if (buf_.capacity() > (size_t{1} << 18))
-      buf_.shrink_to_fit();  // an idle connection keeps no large body's buffer
+      }
+    expect_ = 0;
+    if (buf_.size() == body_at + length && length > (size_t{1} << 16)) {
+      // The buffer holds just this request: it becomes the body (no second copy).
+      buf_.erase(0, body_at);
+      req.body.swap(buf_);
+      std::string().swap(buf_);
+    } else {
+      req.body.assign(buf_.data() + body_at, length);
+      buf_.erase(0, body_at + length);  // a pipelined next request stays
+      if (buf_.capacity() > (size_t{1} << 18))
+        buf_.shrink_to_fit();  // an idle connection keeps no large body's buffer
+    }
     req.remote_addr = addr_;
     return 0;
   }
@@ -489,6 +548,8 @@ class lean_connection {
   const http_limits& limits_;
   const http_server::handler& h_;
   std::string buf_;
+  size_t body_admitted_ = 0;  // of the request being read or handled (admit_body)
+  size_t expect_ = 0;         // the buffer's size once the body being read is in (no regrowth)
 };
 
 // cpp-httplib's server with the guards: process_and_close_socket (virtual, run by a worker for
@@ -545,7 +606,7 @@ class guarded_server : public httplib::Server {
 }  // namespace
 
 http_guard_counts http_guard_refusals() {
-  return {over_cap_total.load(), past_deadline_total.load()};
+  return {over_cap_total.load(), past_deadline_total.load(), over_body_budget_total.load()};
 }
 
 struct http_server::impl {

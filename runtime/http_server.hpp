@@ -62,6 +62,12 @@ struct http_limits {
   size_t max_body_bytes = 1 << 20;                    // larger bodies get 413
   std::chrono::milliseconds request_deadline{10000};  // a whole request, headers and body
   size_t max_connections_per_address = 256;           // held at once by one client address
+  // Request bodies being read or handled at once, in bytes (0: no bound; lean loop only): a
+  // request whose Content-Length would pass it while another body is in flight gets 503 with
+  // Retry-After: 1 (its body read and dropped, the connection closed); one body alone, and any
+  // body of at most 64 KiB, is always taken. What a handler allocates from a body (parsed
+  // values, scores) is bounded with it.
+  size_t max_inflight_body_bytes = 0;
   // stop() closes idle connections at once and waits this long for responses being computed or
   // written (a POST that cancels the job the process serves gets its answer before the exit).
   std::chrono::milliseconds drain{5000};
@@ -77,10 +83,12 @@ struct http_limits {
 };
 
 // Connections closed so far by every http_server of this process: at accept for the
-// per-address cap, and past the whole-request deadline.
+// per-address cap, past the whole-request deadline, and requests refused for the in-flight body
+// budget.
 struct http_guard_counts {
   uint64_t over_address_cap = 0;
   uint64_t past_deadline = 0;
+  uint64_t over_body_budget = 0;  // 503: max_inflight_body_bytes taken
 };
 http_guard_counts http_guard_refusals();
 

@@ -1,5 +1,6 @@
 #include "runtime/peer_identity.hpp"
 
+#include "runtime/frame_limit.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/binary_deserializer.hpp>
@@ -178,7 +179,16 @@ std::vector<std::pair<std::string, uint64_t>> peer_refusals() {
   std::vector<std::pair<std::string, uint64_t>> out;
   for (size_t r = 0; r < r_count; ++r)
     out.emplace_back(reason_names[r], st().refused[r].load());
+  for (auto& kvp : frame_peer_refusals())
+    out.push_back(std::move(kvp));
   return out;
+}
+
+std::string peer_connection_certificate(int64_t connection) {
+  auto& s = st();
+  std::lock_guard<std::mutex> lock{s.mtx};
+  auto it = s.by_fd.find(connection);
+  return it != s.by_fd.end() && it->second.verified ? it->second.cn : std::string();
 }
 
 void peer_identity_tls_established(void* p) {

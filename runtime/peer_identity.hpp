@@ -51,7 +51,12 @@ std::string peer_certificate(const caf::node_id& node);
 // True when the checks are off (no identities to compare), or `node`'s certificate is `role`.
 bool peer_holds(const caf::node_id& node, const std::string& role);
 
-// Refused handshakes and dropped messages so far, by reason (for /metrics).
+// The verified certificate's CN of the TLS connection `connection` (a CAF connection handle: its
+// socket); "" without TLS or before its handshake completed.
+std::string peer_connection_certificate(int64_t connection);
+
+// Refused handshakes and dropped messages so far, by reason (for /metrics), then the per-peer
+// frame bounds' refusals (runtime/frame_limit.hpp).
 std::vector<std::pair<std::string, uint64_t>> peer_refusals();
 
 // Called by the TLS wrappers (tls_guard.cpp): a handshake completed on `ssl`, or `ssl` is freed.

@@ -2,6 +2,7 @@
 
 #include "serving/model_server_impl.hpp"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -84,6 +85,11 @@ model_server::~model_server() { stop(); }
 std::string model_server::start(const model_server_options& o) {
   auto& im = *impl_;
   im.options = o;
+  // A request's large buffers (its body, its parsed ids: up to ~40 MB for an 8 MiB body) are
+  // mapped and given back when freed. glibc's default threshold rises to 32 MiB after the first
+  // such free, and then the heap kept what one request freed while the next one, of another
+  // shape, took more: the peaks added up (tests/security/serve_memory_test.py).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   if (im.options.workers <= 0)
     im.options.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (im.options.max_batch <= 0)
@@ -103,6 +109,7 @@ std::string model_server::start(const model_server_options& o) {
   http_limits limits;
   limits.threads = static_cast<size_t>(std::max(1, o.http_threads));
   limits.max_body_bytes = o.max_body_bytes;
+  limits.max_inflight_body_bytes = std::max(o.max_inflight_body_bytes, o.max_body_bytes);
   limits.read_timeout = o.read_timeout;
   limits.keep_alive_max_requests = o.keep_alive_max_requests;
   limits.lean = o.lean_http;

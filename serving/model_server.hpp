@@ -27,6 +27,10 @@
 // it; the old version (its scorers and mapped files) is freed when its last request ends.
 // A watched folder (`watch_dir`) holds model folders; the newest complete one (by created_ns in its
 // MODEL.json) is served, checked every `watch_interval`.
+// Memory: request bodies in flight are bounded (max_inflight_body_bytes), large inputs are scored
+// in slices, and start() makes glibc map every allocation of 1 MiB or more (mallopt
+// M_MMAP_THRESHOLD, process-wide) so that a request's large buffers go back to the system when
+// it ends.
 // Threading: start/stop from one thread; handlers and workers are internal threads.
 #pragma once
 
@@ -52,7 +56,12 @@ struct model_server_options {
   std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
   std::string admin_token;                         // "": POST /admin/reload refused
   size_t max_body_bytes = 8u << 20;                // larger bodies get 413
-  size_t max_instances = 4096;                     // per request
+  // Request bodies read or scored at once (bytes; at least max_body_bytes): past it 503 +
+  // Retry-After (http_limits::max_inflight_body_bytes; bodies up to 64 KiB always pass). One
+  // largest body at a time: its parsed values take up to 4x its bytes, so the worst bodies under
+  // the cap keep the server within 100 MB of idle (tests/security/serve_memory_test.py).
+  size_t max_inflight_body_bytes = 8u << 20;
+  size_t max_instances = 4096;  // per request
   std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
   size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed

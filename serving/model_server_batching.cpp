@@ -7,6 +7,47 @@
 
 namespace satrap {
 
+namespace {
+
+// Ids one call of the scorer takes at most. The scorer's id map is sized by its input's ids (a
+// request of 4 M ids, 8 MiB of JSON, took ~130 MB at once), so a larger input is scored in
+// slices of whole instances (one instance with more ids is a slice alone: at most 6 x 65,536
+// with the default limits). Pooling and the dense network work per instance: the logits are the
+// same.
+constexpr size_t max_ids_per_score = size_t{1} << 18;
+
+// logits: size x tasks. Weights (when the input has them) are sliced with their ids.
+void score_sliced(model_scorer& scorer, const score_input& in, size_t tasks, float* logits) {
+  const int size = in.size;
+  std::span<const uint32_t> offsets = in.offsets;
+  std::span<const uint64_t> ids = in.ids;
+  std::span<const float> weights = in.weights, dense = in.dense;
+  if (ids.size() <= max_ids_per_score || size <= 1) {
+    scorer.score(size, offsets, ids, weights, dense, logits);
+    return;
+  }
+  const size_t n = static_cast<size_t>(size);
+  const size_t bags = (offsets.size() - 1) / n, dense_each = dense.size() / n;
+  std::vector<uint32_t> slice;
+  for (size_t i0 = 0; i0 < n;) {
+    size_t i1 = i0 + 1;
+    while (i1 < n && offsets[(i1 + 1) * bags] - offsets[i0 * bags] <= max_ids_per_score)
+      ++i1;
+    uint32_t base = offsets[i0 * bags];
+    slice.assign(offsets.begin() + static_cast<ptrdiff_t>(i0 * bags),
+                 offsets.begin() + static_cast<ptrdiff_t>(i1 * bags + 1));
+    for (auto& o : slice)
+      o -= base;
+    const size_t count = offsets[i1 * bags] - base;
+    scorer.score(static_cast<int>(i1 - i0), slice, ids.subspan(base, count),
+                 weights.empty() ? weights : weights.subspan(base, count),
+                 dense.subspan(i0 * dense_each, (i1 - i0) * dense_each), logits + i0 * tasks);
+    i0 = i1;
+  }
+}
+
+}  // namespace
+
 void model_server::impl::worker_loop() {
   score_input all;  // a batch of several requests, gathered (kept: its capacity is reused)
   std::vector<float> logits;
@@ -50,7 +91,7 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
   if (batch.size() == 1) {
     auto& r = *batch[0];
     r.logits.resize(static_cast<size_t>(r.input.size) * tasks);
-    scorer->score(r.input, r.logits.data());
+    score_sliced(*scorer, r.input, tasks, r.logits.data());
   } else {
     all.size = n;
     all.offsets.assign(1, 0);
@@ -68,7 +109,7 @@ void model_server::impl::score(const std::shared_ptr<served_version>& v,
     }
     SATRAP_ASSERT(all.weights.empty() || all.weights.size() == all.ids.size());
     logits.resize(static_cast<size_t>(n) * tasks);
-    scorer->score(all, logits.data());
+    score_sliced(*scorer, all, tasks, logits.data());
     size_t at = 0;
     for (auto& r : batch) {
       auto k = static_cast<size_t>(r->input.size) * tasks;

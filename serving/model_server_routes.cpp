@@ -42,6 +42,13 @@ std::string model_server::impl::metrics_text() const {
      << "\nsatrap_serve_reload_failures_total " << reload_failures.load() << "\n";
   os << "# TYPE satrap_serve_versions_mapped gauge\nsatrap_serve_versions_mapped "
      << versions_mapped.load() << "\n";
+  // The HTTP guards (runtime/http_server.hpp): connections closed, requests refused.
+  auto http = http_guard_refusals();
+  os << "# TYPE satrap_http_refused_total counter\n"
+     << "satrap_http_refused_total{reason=\"connections_per_address\"} " << http.over_address_cap
+     << "\nsatrap_http_refused_total{reason=\"request_deadline\"} " << http.past_deadline
+     << "\nsatrap_http_refused_total{reason=\"inflight_body_bytes\"} " << http.over_body_budget
+     << "\n";
   if (auto v = now())
     os << "satrap_serve_model_info{name=\"" << v->model->meta().name << "\",version=\""
        << v->model->meta().version << "\"} 1\n";

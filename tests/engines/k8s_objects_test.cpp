@@ -257,3 +257,47 @@ TEST_CASE("k8s: a job's own checkpoint folder is kept, one without gets the shar
   CHECK(job_with_checkpoint_dir("[1, 2]\n", "/checkpoints", 300, "n")
         == "[1, 2]\n");  // not a job: submit refuses
 }
+
+TEST_CASE("k8s: the admin token reaches the head and the submit Job, never a node") {
+  auto m = load(cluster);
+  k8s_options o;
+  o.token = "t0k";
+  for (auto& f : k8s_cert_file_names(m))
+    o.cert_files[f] = "contents of " + f + "\n";
+  auto has_token = [](const YAML::Node& container) {
+    for (auto e : container["env"])
+      if (e["name"].as<std::string>() == "SATRAP_ADMIN_TOKEN")
+        return true;
+    return false;
+  };
+  auto docs = YAML::LoadAll(*k8s_render(m, o));
+  int heads = 0, nodes = 0, submits = 0;
+  for (auto& d : docs) {
+    auto kind = d["kind"].as<std::string>(), name = d["metadata"]["name"].as<std::string>();
+    if (kind != "StatefulSet" && kind != "Job")
+      continue;
+    auto spec = d["spec"]["template"]["spec"];
+    for (auto c : spec["containers"]) {
+      if (name == "head" || name == "satrap-submit") {
+        CHECK_MESSAGE(has_token(c), name);
+        ++(name == "head" ? heads : submits);
+      } else {
+        CHECK_MESSAGE(!has_token(c), name);
+        ++nodes;
+        // Nor through a volume: no node pod names the admin Secret at all.
+        YAML::Emitter out;
+        out << d;
+        CHECK_MESSAGE(std::string(out.c_str()).find("satrap-admin") == std::string::npos, name);
+      }
+    }
+  }
+  CHECK(heads == 1);
+  CHECK(submits == 1);
+  CHECK(nodes == 2);  // the StatefulSets big and gpu
+  o.flavor = k8s_flavor::podman;
+  auto pod = YAML::LoadAll(*k8s_render(m, o))[3]["spec"]["containers"];
+  REQUIRE(pod.size() == 4);
+  for (auto c : pod)
+    CHECK_MESSAGE(has_token(c) == (c["name"].as<std::string>() == "head"),
+                  c["name"].as<std::string>());
+}

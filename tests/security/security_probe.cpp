@@ -14,6 +14,14 @@
 //   security_probe frames HOST PORT CERTS_DIR
 //       opens TLS connections with the client certificate (OpenSSL directly) and sends: garbage
 //       bytes, a truncated frame, and a BASP header announcing a 4 GiB payload. Exit 0 when sent.
+//   security_probe bigframes HOST PORT CERTS_DIR CONNECTIONS MIB HOLD_S MODE
+//       with the client certificate, opens CONNECTIONS connections (BASP by hand) and on each
+//       announces a direct message of MIB MiB to an actor id nobody published; MODE `raw`: right
+//       after the server's handshake; `handshake`: after our own BASP handshake, then 4 KiB of
+//       the payload; `delivered`: after our handshake, the whole payload, 1.5 s before the next
+//       connection (so the server has read it). Holds them HOLD_S
+//       seconds, then prints "bigframes open=N closed=M" (M: closed by the server). Exit 0, or 2
+//       when no connection could be made.
 // Threading: one thread (CAF's own aside).
 #include "actors/admin/admin.hpp"
 #include "actors/type_registry.hpp"
@@ -30,7 +38,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <memory>
+#include <thread>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -484,6 +496,63 @@ int basp_attack(char** argv) {
   return 0;
 }
 
+int big_frames(char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);  // a connection the server closed fails a write, not the probe
+  std::string host = argv[2], dir = argv[4], mode = argv[8];
+  auto port = static_cast<uint16_t>(std::stoi(argv[3]));
+  int connections = std::stoi(argv[5]), hold_s = std::stoi(argv[7]);
+  uint64_t bytes = std::stoull(argv[6]) << 20;
+  auto cfg = make_config(nullptr);
+  caf::actor_system sys{*cfg};
+  std::vector<std::unique_ptr<basp_peer>> peers;
+  std::vector<char> chunk(1 << 20, 'x');
+  for (int i = 0; i < connections; ++i) {
+    auto p = std::make_unique<basp_peer>();
+    if (auto e = p->open(sys, dir, host, port); !e.empty()) {
+      std::printf("connection %d: %s\n", i, e.c_str());
+      continue;
+    }
+    if (mode != "raw" && !p->hello(sys, sys.node()))
+      std::printf("connection %d: handshake not sent\n", i);
+    std::vector<char> head;
+    caf::binary_serializer sink{sys, head};
+    caf::io::basp::header hdr{
+      caf::io::basp::message_type::direct_message, 0, static_cast<uint32_t>(bytes),
+      caf::make_message_id().integer_value(),      0, 987654321};
+    if (sink(hdr))
+      return 2;
+    bool ok = SSL_write(p->ssl, head.data(), static_cast<int>(head.size())) > 0;
+    uint64_t body = mode == "delivered" ? bytes : (mode == "handshake" ? 4096 : 0);
+    for (uint64_t sent = 0; ok && sent < body;) {
+      auto n = static_cast<int>(std::min<uint64_t>(chunk.size(), body - sent));
+      ok = SSL_write(p->ssl, chunk.data(), n) == n;
+      sent += static_cast<uint64_t>(n);
+    }
+    if (!ok)
+      std::printf("connection %d: closed while sending\n", i);
+    peers.push_back(std::move(p));
+    // Delivered frames one after another: the server has read this one before the next comes.
+    if (mode == "delivered")
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  if (peers.empty())
+    return 2;
+  std::printf("bigframes sent connections=%zu\n", peers.size());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+  int closed = 0;
+  for (auto& p : peers) {
+    timeval tv{0, 200000};
+    ::setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int frames = 0;
+    if (p->closed_soon(sys, frames))
+      ++closed;
+  }
+  std::printf("bigframes open=%zu closed=%d\n", peers.size() - static_cast<size_t>(closed), closed);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "handshake" && argc >= 4)
@@ -492,9 +561,13 @@ int main(int argc, char** argv) {
     return attack(argv);
   if (mode == "frames" && argc == 5)
     return frames(argv);
+  if (mode == "bigframes" && argc == 9)
+    return big_frames(argv);
   if (mode == "basp" && argc == 5)
     return basp_attack(argv);
-  std::cerr << "usage: security_probe handshake HOST PORT [CA CERT KEY] | attack MANIFEST "
-               "CERTS_DIR | frames HOST PORT CERTS_DIR | basp MANIFEST CERTS_DIR ATTACK\n";
+  std::cerr
+    << "usage: security_probe handshake HOST PORT [CA CERT KEY] | attack MANIFEST "
+       "CERTS_DIR | frames HOST PORT CERTS_DIR | basp MANIFEST CERTS_DIR ATTACK | bigframes HOST "
+       "PORT CERTS_DIR CONNECTIONS MIB HOLD_S raw|handshake|delivered\n";
   return 2;
 }

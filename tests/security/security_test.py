@@ -363,14 +363,26 @@ def main():
         mode = os.stat(path).st_mode & 0o777
         if mode != want:
             fail(f"{path} has mode {oct(mode)}, expected {oct(want)}")
-    # The nodes' processes do not hold the admin token (neither as a flag nor in their env).
+    # The nodes' processes do not hold the admin token (neither as a flag nor in their env), nor
+    # do the nodes' files in the state dir (their logs, pid records, certificates and tokens).
     token = open(os.path.join(state, "admin.token")).read().strip()
+    nodes_seen = 0
     for name, pid in pids().items():
         if name.startswith("node-"):
+            nodes_seen += 1
             env = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-            if token in env or "admin.token" in cmd:
+            if token in env or token in cmd or "admin.token" in cmd:
                 fail(f"{name} holds the admin token")
+    files_seen = 0
+    for folder in (state, certs):
+        for f in os.listdir(folder):
+            if f.startswith("node-"):
+                files_seen += 1
+                if token in open(os.path.join(folder, f), errors="replace").read():
+                    fail(f"{folder}/{f}, a node's file, holds the admin token")
+    if nodes_seen < 2 or files_seen < 4:
+        fail(f"expected 2 node processes and their files, saw {nodes_seen} and {files_seen}")
     print("security_test: PASS")
 
 
