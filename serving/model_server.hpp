@@ -11,6 +11,8 @@
 //                                    given as ?dir=..., or the newest one in the watched folder
 //   /v2/...                          KServe v2 / Open Inference Protocol: health, metadata, infer
 //                                    with JSON or binary tensors (model_server_v2.cpp)
+// gRPC (grpc_port, where the build has gRPC): KServe v2's inference.GRPCInferenceService on its
+// own port (serving/grpc_service.hpp), the same infer path as /v2.
 // Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
 // pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
 // same version until max_batch instances or max_queue_delay after the first one arrived, score
@@ -37,6 +39,7 @@ struct model_server_options {
   std::string watch_dir;  // a folder of model folders (newest served)
   std::string host = "127.0.0.1";
   uint16_t port = 8500;
+  uint16_t grpc_port = 0;  // KServe v2 over gRPC on this port; 0: none (grpc_service.hpp)
   int workers = 0;                                 // scoring threads; 0: one per core
   int http_threads = 64;                           // connections served at once
   int max_batch = 256;                             // instances per scored batch
