@@ -88,12 +88,13 @@ std::optional<uint64_t> elements_of(const google::protobuf::RepeatedField<int64_
   return p;
 }
 
-// Bytes per value of the datatypes the model's inputs take (0: another datatype, which
-// parse_infer_request refuses naming the input).
-size_t value_bytes(const std::string& datatype) {
-  if (datatype == "FP32" || datatype == "INT32")
+// Bytes per value of an input the model takes, by name and datatype (infer_request.hpp); 0 for
+// any other, which parse_infer_request refuses naming the input and what it takes.
+size_t value_bytes(const std::string& name, const std::string& datatype) {
+  if ((name == "dense" && datatype == "FP32") || (name == "ids_lengths" && datatype == "INT32"))
     return 4;
-  if (datatype == "INT64" || datatype == "UINT64")
+  if ((name == "ids" && (datatype == "INT64" || datatype == "UINT64"))
+      || (name == "ids_lengths" && datatype == "INT64"))
     return 8;
   return 0;
 }
@@ -128,9 +129,8 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
                            size_t& header_length) {
   const bool raw = req.raw_input_contents_size() > 0;
   if (raw && req.raw_input_contents_size() != req.inputs_size())
-    return "raw_input_contents: " + std::to_string(req.raw_input_contents_size())
-           + " entries for " + std::to_string(req.inputs_size())
-           + " inputs (one per input, in the inputs' order)";
+    return "raw_input_contents: " + std::to_string(req.raw_input_contents_size()) + " entries for "
+           + std::to_string(req.inputs_size()) + " inputs (one per input, in the inputs' order)";
   std::string head = "{\"inputs\":[";
   size_t blob_bytes = 0;
   for (int i = 0; i < req.inputs_size(); ++i) {
@@ -139,7 +139,7 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
     auto fields = t.has_contents() ? given_fields(t.contents()) : std::string();
     if (raw && !fields.empty())
       return what + ": both contents (" + fields + ") and raw_input_contents (give one)";
-    auto bytes = value_bytes(t.datatype());
+    auto bytes = value_bytes(t.name(), t.datatype());
     auto elements = elements_of(t.shape());
     if (raw) {
       auto size = req.raw_input_contents(i).size();
@@ -178,8 +178,8 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
     }
     head += "]";
     if (raw || bytes > 0) {
-      auto size = raw ? req.raw_input_contents(i).size()
-                      : static_cast<size_t>(elements.value_or(0)) * bytes;
+      auto size =
+        raw ? req.raw_input_contents(i).size() : static_cast<size_t>(elements.value_or(0)) * bytes;
       head += ",\"parameters\":{\"binary_data_size\":" + std::to_string(size) + "}";
     } else {
       head += ",\"data\":[]";  // a datatype the model does not take: refused by name
@@ -207,6 +207,8 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
     }
     const auto& t = req.inputs(i);
     const auto& c = t.contents();
+    if (value_bytes(t.name(), t.datatype()) == 0)
+      continue;
     if (t.datatype() == "FP32")
       append_values(body, c.fp32_contents());
     else if (t.datatype() == "INT32")
@@ -281,9 +283,10 @@ class inference_service final : public pb::GRPCInferenceService::Service {
     if (auto s = pin(req->model_name(), req->model_version(), v); !s.ok())
       return s;
     if (v->model->named() || v->model->tasks() > 1 || v->model->weighted())
-      return refuse(400, "this model takes named features or weights, or gives several labels, "
-                         "which the v2 tensors do not carry yet: POST /v1/models/"
-                           + v->model->meta().name + ":predict (README \"Serving\")");
+      return refuse(400,
+                    "this model takes named features or weights, or gives several labels, "
+                    "which the v2 tensors do not carry yet: POST /v1/models/"
+                      + v->model->meta().name + ":predict (README \"Serving\")");
     auto io = io_of(*v->model, im_.options);
     std::string body;
     size_t header_length = 0;

@@ -40,9 +40,9 @@ struct model_server_options {
   std::string host = "127.0.0.1";
   uint16_t port = 8500;
   uint16_t grpc_port = 0;  // KServe v2 over gRPC on this port; 0: none (grpc_service.hpp)
-  int workers = 0;                                 // scoring threads; 0: one per core
-  int http_threads = 64;                           // connections served at once
-  int max_batch = 256;                             // instances per scored batch
+  int workers = 0;         // scoring threads; 0: one per core
+  int http_threads = 64;   // connections served at once
+  int max_batch = 256;     // instances per scored batch
   std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
   std::string admin_token;                         // "": POST /admin/reload refused
   size_t max_body_bytes = 8u << 20;                // larger bodies get 413
