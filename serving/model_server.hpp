@@ -39,10 +39,9 @@ struct model_server_options {
   std::string watch_dir;  // a folder of model folders (newest served)
   std::string host = "127.0.0.1";
   uint16_t port = 8500;
-  uint16_t grpc_port = 0;  // KServe v2 over gRPC on this port; 0: none (grpc_service.hpp)
-  int workers = 0;         // scoring threads; 0: one per core
-  int http_threads = 64;   // connections served at once
-  int max_batch = 256;     // instances per scored batch
+  int workers = 0;                                 // scoring threads; 0: one per core
+  int http_threads = 64;                           // connections served at once
+  int max_batch = 256;                             // instances per scored batch
   std::chrono::microseconds max_queue_delay{500};  // wait for more after the first request
   std::string admin_token;                         // "": POST /admin/reload refused
   size_t max_body_bytes = 8u << 20;                // larger bodies get 413
@@ -51,6 +50,8 @@ struct model_server_options {
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
   size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
   bool lean_http = true;  // runtime/http_server's lean connection loop (http_limits::lean)
+  // KServe v2 over gRPC on this port (grpc_service.hpp); 0: none.
+  uint16_t grpc_port = 0;
   env* environment = &default_env();  // the clock of load times and latencies
 };
 
