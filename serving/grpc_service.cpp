@@ -221,9 +221,11 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
   return "";
 }
 
+// Server: model_server::impl (a template parameter, since that name is private to model_server).
+template <class Server>
 class inference_service final : public pb::GRPCInferenceService::Service {
  public:
-  explicit inference_service(model_server::impl& im) : im_(im) {}
+  explicit inference_service(Server& im) : im_(im) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const pb::ServerLiveRequest*,
                           pb::ServerLiveResponse* res) override {
@@ -354,12 +356,12 @@ class inference_service final : public pb::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  model_server::impl& im_;
+  Server& im_;
 };
 
 class grpc_server final : public grpc_endpoint {
  public:
-  grpc_server(std::unique_ptr<inference_service> service, std::unique_ptr<grpc::Server> server,
+  grpc_server(std::unique_ptr<grpc::Service> service, std::unique_ptr<grpc::Server> server,
               uint16_t port, std::chrono::milliseconds drain)
       : service_(std::move(service)), server_(std::move(server)), port_(port), drain_(drain) {}
   ~grpc_server() override { stop(); }
@@ -374,7 +376,7 @@ class grpc_server final : public grpc_endpoint {
   uint16_t port() const override { return port_; }
 
  private:
-  std::unique_ptr<inference_service> service_;
+  std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
   uint16_t port_;
   std::chrono::milliseconds drain_;
@@ -385,7 +387,7 @@ class grpc_server final : public grpc_endpoint {
 bool grpc_built() { return true; }
 
 std::unique_ptr<grpc_endpoint> model_server::impl::start_grpc(std::string& error) {
-  auto service = std::make_unique<inference_service>(*this);
+  auto service = std::make_unique<inference_service<impl>>(*this);
   const auto& host = options.host;
   auto address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":"
                  + std::to_string(options.grpc_port);
