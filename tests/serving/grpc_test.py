@@ -270,9 +270,9 @@ def main():
     print("8 concurrent clients: every answer their own")
 
     # Bad requests: the status, a message naming the input, and the server keeps serving.
-    def edit(req, name, **changes):
+    def edit(req, which, **changes):
         for t in req.inputs:
-            if t.name == name:
+            if t.name == which:
                 for key, value in changes.items():
                     if key == "shape":
                         del t.shape[:]
