@@ -305,6 +305,8 @@ def main():
     del one_raw.raw_input_contents[1]
     both = raw()
     both.inputs[0].contents.fp32_contents.extend([0.5] * 8)
+    one_row_dense = edit(raw(), "dense", shape=[1, D])
+    one_row_dense.raw_input_contents[0] = one_row_dense.raw_input_contents[0][:4 * D]
     nan = raw()
     nan.raw_input_contents[0] = struct.pack("<8f", *([float("nan")] + [0.0] * 7))
     too_many = request(rows[:1] * 4097)
@@ -316,7 +318,7 @@ def main():
         ("wrong ids datatype", edit(raw(), "ids", datatype="FP32"), INVALID, "input 'ids': wrong datatype FP32"),
         ("shape mismatch", edit(raw(), "dense", shape=[1, 2 * D]), INVALID,
          "input 'dense': shape [1, %d] does not match the model's [N, %d]" % (2 * D, D)),
-        ("rows differ", edit(raw(), "dense", shape=[4, 2]), INVALID, "input 'dense': shape [4, 2]"),
+        ("rows differ", one_row_dense, INVALID, "input 'dense' has 1 rows, input 'ids' has 2"),
         ("negative shape", edit(raw(), "ids", shape=[-2, S]), INVALID, "input 'ids'.shape: expected non-negative"),
         ("too few values", few, INVALID, "input 'dense': 7 values in contents.fp32_contents, shape [2, 4] needs 8"),
         ("values in another field", wrong_field, INVALID,
