@@ -400,6 +400,11 @@ std::unique_ptr<grpc_endpoint> model_server::impl::start_grpc(std::string& error
   grpc::ResourceQuota quota("satrap_serve_grpc");
   quota.SetMaxThreads(std::max(4, options.http_threads));  // calls served at once, as HTTP
   builder.SetResourceQuota(quota);
+  // A call holds its thread while its batch is scored: keep the threads that polled for calls
+  // (gRPC's default of at most 2 idle pollers makes and ends a thread per call under load).
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              std::max(4, options.http_threads));
   auto server = builder.BuildAndStart();
   if (!server || bound == 0) {
     error = "gRPC: cannot listen on " + address + " (--grpc-port: in use, or not an address here)";
