@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """KServe v2 / Open Inference Protocol over gRPC (`satrap serve --grpc-port`, label `serving`),
 with a client nobody here wrote: grpc's Python stub, generated at test time by grpc_tools from
-serving/proto/grpc_predict_v2.proto. A real server on loopback (gRPC port 5316, HTTP port 5317),
-stopped on exit. Exits 77 (skipped) when the grpc Python modules (python3-grpcio,
+serving/proto/grpc_predict_v2.proto. Real servers on loopback (gRPC port 5316, HTTP port 5317;
+then 5314-5315), stopped on exit. Exits 77 (skipped) when the grpc Python modules (python3-grpcio,
 python3-grpc-tools) are missing, or when satrap was built without gRPC (it then refuses
 --grpc-port saying so, which is checked).
 
@@ -18,6 +18,8 @@ A synthetic model (4 dense features, 6 slots, a feature cross) trained and expor
   past --max-body-mb) with a message naming the input, and the server keeps serving;
 - a hot reload (POST /admin/reload) under gRPC load: no call fails, each answer is wholly one
   version's scores, and a pin of the old version then gets NOT_FOUND.
+- a model with several labels (a second server, ports 5314-5315) is refused with
+  INVALID_ARGUMENT pointing to the /v1 route, as the HTTP v2 route refuses it.
 
 usage: grpc_test.py SATRAP WORKDIR
 """
@@ -392,6 +394,32 @@ def main():
     # A clean stop (SIGTERM) with the gRPC port open.
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=20) == 0, open(log.name).read()[-2000:]
+
+    # A model with several labels is refused as on the HTTP v2 route (ports 5314-5315).
+    two = os.path.join(WORK, "two-labels")
+    run("train", "--name", "kv2", "--slots", "6", "--dense-features", "4", "--vocab", "20000",
+        "--labels", "[click, purchase]", "--train-batches", "10", "--test-batches", "1",
+        "--batch-size", "128", "--export", two)
+    log2 = open(os.path.join(WORK, "serve2.log"), "w")
+    p2 = subprocess.Popen([SATRAP, "serve", "--model", two, "--port", "5315", "--grpc-port", "5314",
+                           "--threads", "1"], stdout=log2, stderr=subprocess.STDOUT)
+    procs.append(p2)
+    stub2 = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:5314"))
+    deadline = time.time() + 30
+    while True:
+        assert p2.poll() is None, open(log2.name).read()
+        try:
+            if stub2.ServerReady(pb.ServerReadyRequest(), timeout=2).ready:
+                break
+        except grpc.RpcError:
+            pass
+        assert time.time() < deadline, "the second server's gRPC port did not come up"
+        time.sleep(0.1)
+    req = request(rows[:1])
+    req.model_name = "kv2"
+    code, why = code_of(stub2.ModelInfer, req)
+    assert code == INVALID and "several labels" in why and "/v1/models/kv2:predict" in why, (code, why)
+    print("  %-26s %s %s" % ("several labels", code.name, why[:100]))
     print("grpc: ok")
 
 
