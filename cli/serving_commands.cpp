@@ -274,6 +274,9 @@ void serve_command::add_to(CLI::App& app) {
   model->excludes(watch);
   sub_->add_option("--host", host_, "address to bind")->capture_default_str();
   sub_->add_option("--port", port_, "port to bind")->capture_default_str();
+  sub_->add_option("--grpc-port", grpc_port_,
+                   "also serve KServe v2 over gRPC (inference.GRPCInferenceService) on this "
+                   "port (default: no gRPC)");
   sub_->add_option("--threads", threads_, "scoring threads (0: one per core; at most 1024)")
     ->capture_default_str()
     ->check(CLI::Range(0, 1024));
@@ -328,6 +331,7 @@ int serve_command::run() {
   o.shards = shards_;
   o.host = host_;
   o.port = port_;
+  o.grpc_port = grpc_port_;
   o.workers = threads_;
   o.http_threads = http_threads_;
   o.max_batch = max_batch_;
@@ -351,6 +355,8 @@ int serve_command::run() {
     return 2;
   }
   std::printf("serving %s on http://%s:%u\n", server.version().c_str(), host_.c_str(), port_);
+  if (grpc_port_ != 0)
+    std::printf("serving KServe v2 over gRPC on %s:%u\n", host_.c_str(), grpc_port_);
   std::fflush(stdout);
   while (!serve_stop)
     std::this_thread::sleep_for(ms(cli_timing::serve_poll_ms));

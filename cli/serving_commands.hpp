@@ -48,6 +48,7 @@ class serve_command final : public command {
  private:
   std::string model_, watch_, host_ = "127.0.0.1", token_file_, log_level_ = "info";
   uint16_t port_ = 8500;
+  uint16_t grpc_port_ = 0;  // 0: no gRPC
   int threads_ = 0, http_threads_ = 64, max_batch_ = 256;
   double max_delay_ms_ = 0.5;
   double watch_s_ = 1.0;

@@ -27,6 +27,8 @@ packages=(build-essential cmake ccache pkg-config git
           libcpp-httplib-dev libssl-dev
           libtorch-dev python3-torch  # model.type torchscript: the libtorch plugin; its tests script modules
           protobuf-compiler python3-protobuf  # the TFRecord test writes tf.train.Example with protobuf
+          libgrpc++-dev protobuf-compiler-grpc  # `satrap serve --grpc-port`: KServe v2 over gRPC
+          python3-grpcio python3-grpc-tools     # its test's client: grpc's Python stub of the proto
           openssl               # `satrap certs` runs the openssl command (cluster CA and certificates)
           curl procps python3   # the cluster test: curl for /status, pgrep, python3 for JSON
           iproute2              # ops/netns (ip netns, veth, tc tbf): the cluster over namespaces

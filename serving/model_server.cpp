@@ -79,6 +79,10 @@ void model_server::impl::watch_loop() {
   }
 }
 
+#if !SATRAP_HAVE_GRPC
+bool grpc_built() { return false; }
+#endif
+
 model_server::model_server() : impl_(std::make_unique<impl>()) {}
 model_server::~model_server() { stop(); }
 
@@ -102,6 +106,9 @@ std::string model_server::start(const model_server_options& o) {
   }
   if (first.empty())
     return "give a model folder or a folder to watch";
+  if (o.grpc_port != 0 && !grpc_built())
+    return "--grpc-port: this satrap was built without gRPC (install libgrpc++-dev and "
+           "protobuf-compiler-grpc, as ops/setup.sh does, and build again)";
   if (auto err = im.load(first); !err.empty())
     return err;
   for (int i = 0; i < im.options.workers; ++i)
@@ -119,10 +126,18 @@ std::string model_server::start(const model_server_options& o) {
     stop();
     return err;
   }
+#if SATRAP_HAVE_GRPC
+  if (o.grpc_port != 0 && !(im.grpc = im.start_grpc(err))) {
+    stop();
+    return err;
+  }
+#endif
   if (!o.watch_dir.empty())
     im.watcher = std::thread([&im] { im.watch_loop(); });
-  spdlog::info("serve_started host={} port={} workers={} max_batch={} max_queue_delay_us={}",
-               o.host, o.port, im.options.workers, o.max_batch, o.max_queue_delay.count());
+  spdlog::info(
+    "serve_started host={} port={} grpc_port={} workers={} max_batch={} max_queue_delay_us={}",
+    o.host, o.port, im.grpc ? im.grpc->port() : 0, im.options.workers, o.max_batch,
+    o.max_queue_delay.count());
   return "";
 }
 
@@ -130,6 +145,8 @@ void model_server::stop() {
   if (!impl_)
     return;
   auto& im = *impl_;
+  if (im.grpc)  // its calls in flight are answered first: the scoring workers still run
+    im.grpc->stop();
   im.http.stop();
   {
     std::lock_guard lk(im.mu);

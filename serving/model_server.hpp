@@ -18,6 +18,8 @@
 //                                      X-Satrap-Version header; an id of a partition not held is
 //                                      a 400, a request pinning another version (the same header)
 //                                      a 409 naming the version served
+// gRPC (grpc_port, where the build has gRPC): KServe v2's inference.GRPCInferenceService on its
+// own port (serving/grpc_service.hpp), the same infer path as /v2.
 // Dynamic batching: a request is parsed and checked on an HTTP worker against the version it
 // pins, then queued; `workers` scoring threads each take the oldest request and gather more of the
 // same version until max_batch instances or max_queue_delay after the first one arrived, score
@@ -66,6 +68,8 @@ struct model_server_options {
   std::chrono::milliseconds read_timeout{5000};  // a slow client is cut off after this
   size_t keep_alive_max_requests = 100000;       // per kept-alive connection, then it is closed
   bool lean_http = true;  // runtime/http_server's lean connection loop (http_limits::lean)
+  // KServe v2 over gRPC on this port (grpc_service.hpp); 0: none.
+  uint16_t grpc_port = 0;
   env* environment = &default_env();  // the clock of load times and latencies
 };
 

@@ -4,10 +4,13 @@
 //                              of its version and scored on a worker thread
 //   model_server_routes.cpp    the HTTP routes and the /metrics text
 //   model_server_v2.cpp        the KServe v2 (Open Inference Protocol) routes
+//   grpc_service.cpp           KServe v2 over gRPC (built where gRPC is found)
 // Threading: see model_server.hpp; every field says which mutex guards it.
 #pragma once
 
 #include "serving/model_server.hpp"
+
+#include "serving/grpc_service.hpp"
 
 #include "models/serving/exported_model.hpp"
 #include "models/serving/predict_request.hpp"
@@ -120,6 +123,7 @@ using namespace serve_detail;
 struct model_server::impl {
   model_server_options options;
   http_server http;
+  std::unique_ptr<grpc_endpoint> grpc;  // options.grpc_port's service, when asked
   // The version served now.
   mutable std::mutex current_mu;
   std::shared_ptr<served_version> current;
@@ -173,6 +177,9 @@ struct model_server::impl {
   http_response v2_route(const http_request& req);
   http_response v2_infer(const http_request& req, const std::shared_ptr<served_version>& v);
   std::string metrics_text() const;
+  // KServe v2 over gRPC on options.grpc_port (grpc_service.cpp; only in a build with gRPC):
+  // the running service, or nullptr with `error` set.
+  std::unique_ptr<grpc_endpoint> start_grpc(std::string& error);
   http_response handle(const http_request& req);
   http_response route(const http_request& req);
   http_response partition_route(const http_request& req, const std::string& name,

@@ -28,11 +28,25 @@
 //   inprocess_ratio=... (bin64's instances/s over in-process) json_inprocess_ratio=... (json64's)
 //   v2json_inprocess_ratio=... bin64_qps, bin64_p99_ms, bin1_max_qps, half_load_qps,
 //   half_load_p99_ms (binhalf), json_half_load_p99_ms, inprocess_instances_per_s
+// gRPC mode (only=grpc, in a build with gRPC): KServe v2 over gRPC (satrap serve --grpc-port, on
+// port+1) from a C++ client of grpc_predict_v2.proto's stub (one channel, so one HTTP/2
+// connection, per client thread; raw_input_contents, the predictions output):
+//   grpc64    64 instances per request, between in-process runs, then bin64 (HTTP) the same way
+//   grpc1     1 instance per request: the maximum QPS; grpchalf at half that rate
+// and the last line: inprocess_ratio=... (grpc64's instances/s over in-process)
+//   http_bin_inprocess_ratio=... grpc64_qps, grpc64_p99_ms, grpc1_max_qps, half_load_qps,
+//   half_load_p99_ms (grpchalf), inprocess_instances_per_s, errors.
 // Exits 1 when a request failed (a status other than 200 or a broken connection).
 // Threading: the server's threads, one client thread per connection, the in-process threads.
 #include "models/serving/exported_model.hpp"
 #include "models/serving/predict_request.hpp"
 #include "serving/model_server.hpp"
+
+#if SATRAP_HAVE_GRPC
+#include "grpc_predict_v2.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+#endif
 
 #include <cblas.h>
 #include <nlohmann/json.hpp>
@@ -260,6 +274,96 @@ std::string v2_json(const std::vector<nlohmann::json>& rows, int d, int s,
   return http_post(path, req.dump(), "application/json");
 }
 
+#if SATRAP_HAVE_GRPC
+// The same rows as a KServe v2 gRPC request (raw_input_contents, the predictions output).
+inference::ModelInferRequest grpc_request(const std::vector<nlohmann::json>& rows, int d, int s,
+                                          const std::string& model) {
+  inference::ModelInferRequest req;
+  req.set_model_name(model);
+  std::string dense, ids;
+  for (auto& r : rows) {
+    for (auto& x : r["dense"]) {
+      float f = x.get<float>();
+      dense.append(reinterpret_cast<const char*>(&f), 4);
+    }
+    for (auto& bag : r["slots"]) {
+      uint64_t id = bag.at(0).is_string() ? std::stoull(bag.at(0).get<std::string>())
+                                          : bag.at(0).get<uint64_t>();
+      ids.append(reinterpret_cast<const char*>(&id), 8);
+    }
+  }
+  auto n = static_cast<int64_t>(rows.size());
+  if (d > 0) {
+    auto* t = req.add_inputs();
+    t->set_name("dense");
+    t->set_datatype("FP32");
+    t->add_shape(n);
+    t->add_shape(d);
+    req.add_raw_input_contents(dense);
+  }
+  auto* t = req.add_inputs();
+  t->set_name("ids");
+  t->set_datatype("INT64");
+  t->add_shape(n);
+  t->add_shape(s);
+  req.add_raw_input_contents(ids);
+  req.add_outputs()->set_name("predictions");
+  return req;
+}
+
+// load()'s closed (or paced) loop over gRPC: one channel per client thread.
+phase_result grpc_load(uint16_t port, const std::vector<inference::ModelInferRequest>& requests,
+                       int per_request, int k, double seconds, double pace = 0) {
+  std::vector<std::vector<double>> lat(static_cast<size_t>(k));
+  std::atomic<int64_t> errors{0};
+  auto start = clock_type::now();
+  auto end = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < k; ++c)
+    threads.emplace_back([&, c] {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+      auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                               grpc::InsecureChannelCredentials(), args);
+      auto stub = inference::GRPCInferenceService::NewStub(channel);
+      size_t i = static_cast<size_t>(c) * 7919;
+      auto next = clock_type::now() + std::chrono::duration<double>(pace * c / k);
+      while (clock_type::now() < end) {
+        if (pace > 0) {
+          std::this_thread::sleep_until(next);
+          next +=
+            std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(pace));
+        }
+        grpc::ClientContext ctx;
+        inference::ModelInferResponse res;
+        auto t0 = clock_type::now();
+        auto status = stub->ModelInfer(&ctx, requests[i++ % requests.size()], &res);
+        auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+        if (!status.ok() || res.raw_output_contents_size() != 1) {
+          ++errors;
+          if (errors == 1)
+            std::fprintf(stderr, "serve_bench: gRPC: %s\n", status.error_message().c_str());
+          continue;
+        }
+        lat[static_cast<size_t>(c)].push_back(ms);
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  double secs = std::chrono::duration<double>(clock_type::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : lat)
+    all.insert(all.end(), l.begin(), l.end());
+  phase_result r;
+  r.qps = static_cast<double>(all.size()) / secs;
+  r.instances_per_s = r.qps * per_request;
+  r.p50_ms = percentile(all, 0.50);
+  r.p99_ms = percentile(all, 0.99);
+  r.errors = errors;
+  return r;
+}
+#endif
+
 void print_phase(const char* name, int k, const phase_result& r, double target = 0) {
   std::printf("phase=%s connections=%d", name, k);
   if (target > 0)
@@ -342,9 +446,31 @@ int main(int argc, char** argv) {
               json64[0].size(), v2json64[0].size(), bin64[0].size(), json1[0].size(),
               bin1[0].size());
 
+  const bool grpc_mode = only == "grpc";
+#if SATRAP_HAVE_GRPC
+  std::vector<inference::ModelInferRequest> grpc1, grpc64;
+  if (grpc_mode) {
+    for (auto& x : inst)
+      grpc1.push_back(grpc_request({x}, d, s, m.meta().name));
+    for (size_t a = 0; a + 64 <= inst.size(); a += 64)
+      grpc64.push_back(
+        grpc_request(std::vector<nlohmann::json>(inst.begin() + static_cast<ptrdiff_t>(a),
+                                                 inst.begin() + static_cast<ptrdiff_t>(a + 64)),
+                     d, s, m.meta().name));
+    std::printf("bytes_per_grpc_request: grpc64=%zu grpc1=%zu\n", grpc64[0].ByteSizeLong(),
+                grpc1[0].ByteSizeLong());
+  }
+#else
+  if (grpc_mode) {
+    std::fprintf(stderr,
+                 "serve_bench: built without gRPC (libgrpc++-dev, protobuf-compiler-grpc)\n");
+    return 2;
+  }
+#endif
   model_server_options o;
   o.model_dir = model_dir;
   o.port = port;
+  o.grpc_port = grpc_mode ? static_cast<uint16_t>(port + 1) : 0;
   o.http_threads = k + 4;
   model_server server;
   if (auto err = server.start(o); !err.empty()) {
@@ -413,6 +539,60 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return errors > 0 ? 1 : 0;
   }
+#if SATRAP_HAVE_GRPC
+  if (grpc_mode) {
+    const auto gport = static_cast<uint16_t>(port + 1);
+    grpc_load(gport, grpc1, 1, k, 0.5);  // warm up
+    load(port, bin1, 1, k, 0.3);
+    for (int round = 0; round < rounds; ++round) {
+      double in0 = inprocess();
+      auto g64 = grpc_load(gport, grpc64, 64, k, seconds);
+      print_phase("grpc64", k, g64);
+      double in1 = inprocess();
+      auto b64 = load(port, bin64, 64, k, seconds);
+      print_phase("bin64", k, b64);
+      double in2 = inprocess();
+      std::printf("phase=inprocess threads=%d instances_per_s=%.0f %.0f %.0f\n", workers, in0, in1,
+                  in2);
+      auto g1 = grpc_load(gport, grpc1, 1, k, seconds);
+      print_phase("grpc1", k, g1);
+      double half_rate = g1.qps / 2;
+      auto gh = grpc_load(gport, grpc1, 1, k, seconds, half_rate > 0 ? k / half_rate : 0.01);
+      print_phase("grpchalf", k, gh, half_rate);
+      double r_grpc = g64.instances_per_s / ((in0 + in1) / 2);
+      double r_bin = b64.instances_per_s / ((in1 + in2) / 2);
+      std::printf(
+        "round=%d inprocess_ratio=%.3f http_bin_inprocess_ratio=%.3f "
+        "half_load_p99_ms=%.3f\n",
+        round, r_grpc, r_bin, gh.p99_ms);
+      std::fflush(stdout);
+      fig["inprocess_ratio"].push_back(r_grpc);
+      fig["http_bin_inprocess_ratio"].push_back(r_bin);
+      fig["grpc64_qps"].push_back(g64.qps);
+      fig["grpc64_p50_ms"].push_back(g64.p50_ms);
+      fig["grpc64_p99_ms"].push_back(g64.p99_ms);
+      fig["grpc1_max_qps"].push_back(g1.qps);
+      fig["grpc1_p50_ms"].push_back(g1.p50_ms);
+      fig["grpc1_p99_ms"].push_back(g1.p99_ms);
+      fig["half_load_qps"].push_back(gh.qps);
+      fig["half_load_p99_ms"].push_back(gh.p99_ms);
+      fig["inprocess_instances_per_s"].push_back((in0 + in1 + in2) / 3);
+      fig["errors"].push_back(static_cast<double>(g64.errors + b64.errors + g1.errors + gh.errors));
+    }
+    server.stop();
+    std::printf("rounds=%d", rounds);
+    for (const char* key :
+         {"inprocess_ratio", "http_bin_inprocess_ratio", "grpc64_qps", "grpc64_p50_ms",
+          "grpc64_p99_ms", "grpc1_max_qps", "grpc1_p50_ms", "grpc1_p99_ms", "half_load_qps",
+          "half_load_p99_ms", "inprocess_instances_per_s", "errors"})
+      std::printf(" %s=%.3f", key, median(fig[key]));
+    std::printf("\n");
+    double errors = 0;
+    for (double e : fig["errors"])
+      errors += e;
+    return errors > 0 ? 1 : 0;
+  }
+#endif
   if (!only.empty()) {
     std::map<std::string, std::pair<const std::vector<std::string>*, int>> phases = {
       {"bin1", {&bin1, 1}},
