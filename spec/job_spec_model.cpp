@@ -243,10 +243,10 @@ caf::error torchscript_finalize(job_spec& spec) {
   auto plugin = torchscript_plugin();
   if (!plugin)
     return bad_spec(plugin.error());
-  auto info =
-    (*plugin)->inspect(*net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
-                       torchscript_contract{net.dense_features, net.slots, net.dim, net.tasks,
-                                            net.task_weights, net.sequences});
+  auto info = (*plugin)->inspect(
+    *net.torchscript, spec.model.file.empty() ? "model.file" : spec.model.file,
+    torchscript_contract{net.dense_features, net.slots, net.dim, net.tasks, net.task_weights,
+                         net.sequences});
   if (!info)
     return bad_spec("model.file " + info.error());
   net.torchscript_params = info->params;
