@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace satrap {
 
@@ -48,10 +49,28 @@ caf::error shard_refuse(const shard_state& st, const char* what, const caf::erro
 }
 
 // A tier's disk failed (a full disk, a failed read): the request did nothing and may be repeated.
+// A full or read-only disk is no_resource (the shard then stops: quit_if_deterministic).
 caf::error tier_failed(const shard_state& st, const char* what, const std::string& why) {
   spdlog::error("shard_tier_failed shard={} request={} error=\"{}\"", st.config.shard, what, why);
-  return make_error(errc::io_failure,
+  return make_error(io_errc_of(why),
                     "shard " + std::to_string(st.config.shard) + ": SSD tier: " + why);
+}
+
+// The tier's folder could not be opened (missing, read-only): a configuration error, or a
+// resource one, that a restart would meet again.
+struct tier_open_error : std::runtime_error {
+  explicit tier_open_error(const std::string& why)
+      : std::runtime_error(why),
+        code(io_errc_of(why) == errc::io_failure ? errc::invalid_config : io_errc_of(why)) {}
+  errc code;
+};
+
+// A request failed in a way a restart would meet again (the tier's disk full or read-only): the
+// shard stops with that error, so that its supervisor fails the job at once with the cause
+// instead of restarting it into the same wall (the rows of the last checkpoint stay as they were).
+void quit_if_deterministic(embedding_shard_actor::pointer self, const caf::error& e) {
+  if (failure_is_deterministic(e))
+    self->quit(e);
 }
 
 // The rows are written by the store straight into the reply's Data blob, which lies inside the
@@ -289,15 +308,21 @@ embedding_shard_actor::behavior_type shard_behavior(
   embedding_shard_actor::stateful_pointer<shard_state> self, embedding_shard_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
-  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
-    return exception_error(e, "embedding shard");
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    try {
+      std::rethrow_exception(e);
+    } catch (const tier_open_error& x) {  // a restart would fail again: the job fails at once
+      return make_error(x.code, std::string("embedding shard: ") + x.what());
+    } catch (...) {
+      return exception_error(e, "embedding shard");
+    }
   });
   auto& st = self->state;
   st.config = std::move(config);
   if (st.config.tier.kind == tier_kind::ssd) {
     auto tier = open_tier(st.config, true);
     if (!tier)  // the actor fails with the cause (a missing folder, RocksDB not compiled in)
-      throw std::runtime_error("SSD tier: " + tier.error());
+      throw tier_open_error("SSD tier: " + tier.error());
     st.tier = std::move(*tier);
     st.tier_marker = tier_marker(st.config, 0);
     st.table = nullptr;
@@ -312,11 +337,17 @@ embedding_shard_actor::behavior_type shard_behavior(
   return {
     [self](lookup_atom, const capnp_payload& req) {
       self->state.meter.on_message(self);
-      return shard_lookup(self->state, req);
+      auto r = shard_lookup(self->state, req);
+      if (r.flag == caf::rt_error)
+        quit_if_deterministic(self, r.err);
+      return r;
     },
     [self](update_atom, const capnp_payload& req) {
       self->state.meter.on_message(self);
-      return shard_update(self->state, req);
+      auto r = shard_update(self->state, req);
+      if (r.flag == caf::rt_error)
+        quit_if_deterministic(self, r.err);
+      return r;
     },
     [self](stats_atom) { return shard_stats_now(self->state); },
     [self](snapshot_atom, const std::string& root, uint64_t sequence, bool full) {

@@ -48,7 +48,9 @@ for store in slot_file rocksdb; do
   if kill -9 "$pid" 2>/dev/null; then how="killed mid-run"; else how="ended before the kill"; fi
   wait "$pid" 2>/dev/null
   pid=
-  newest=$(ls -d "$work"/ckpt/embeddings/snap-* | tail -n 1)
+  # The newest complete checkpoint's snapshot (a later one may have been cut short by the kill).
+  seq=$(ls "$work"/ckpt/checkpoint-*.json | tail -n 1 | sed 's/.*checkpoint-\([0-9]*\)\.json/\1/')
+  newest="$work/ckpt/embeddings/snap-$seq"
   [ -d "$newest/tier-0" ] && [ -d "$newest/tier-1" ] || fail "$store: no tier folders in $newest"
 
   # shellcheck disable=SC2086
