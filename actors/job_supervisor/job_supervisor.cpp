@@ -116,7 +116,14 @@ void restore_and_start(self_ptr self, uint64_t gen) {
     }
   };
   auto on_error = [self, gen](const caf::error& e) {
-    on_failure(self, gen, "restoring from the checkpoint: " + error_text(e));
+    auto what = "restoring from the checkpoint: " + error_text(e);
+    // A configuration error (a checkpoint this job cannot take: the SSD tier's folders of another
+    // shard count) fails again after a restart: the job fails at once.
+    if (failure_is_deterministic(e) && gen == self->state.generation) {
+      fail_job(self, make_error(errc_of(e, errc::invalid_config), what));
+      return;
+    }
+    on_failure(self, gen, what);
   };
   auto root = checkpoint_embedding_root(st.cuts.dir());
   for (auto& s : st.shards)

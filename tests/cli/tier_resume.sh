@@ -5,7 +5,7 @@
 # embeddings/snap-N/tier-K), is killed with SIGKILL once its first checkpoint is complete (the live
 # tier then holds write-backs newer than the checkpoint), and `--resume` ends with the same test
 # AUC and logloss to the last digit, and the same samples, as the uninterrupted job. A resume with
-# another shard count is refused with the cause.
+# another shard count is refused at once with the cause.
 # usage: tier_resume.sh SATRAP TINY_JOB_YAML
 set -u
 satrap=$1
@@ -73,5 +73,6 @@ if ls "$work"/ckpt/checkpoint-*.json > /dev/null 2>&1; then
   [ $? -ne 0 ] || fail "a resume with 3 shards of a 2-shard tier checkpoint succeeded"
   printf '%s\n' "$out" | grep -q "SSD tier folders, the job has 3 shards" ||
     { echo "$out"; fail "no cause for the shard count"; }
+  printf '%s\n' "$out" | grep -q "job_restarting" && { echo "$out"; fail "restarted on a bad checkpoint"; }
 fi
 echo "tier_resume: ok"
