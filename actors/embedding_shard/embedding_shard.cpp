@@ -12,6 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -56,12 +58,14 @@ caf::error tier_failed(const shard_state& st, const char* what, const std::strin
                     "shard " + std::to_string(st.config.shard) + ": SSD tier: " + why);
 }
 
-// The tier's folder could not be opened (missing, read-only): a configuration error, or a
-// resource one, that a restart would meet again.
+// The tier could not be opened. A missing folder (a configuration error) or a full or read-only
+// disk would fail again after a restart: invalid_config / no_resource. Anything else (RocksDB's
+// lock still held by a failed generation's shard in this process) is io_failure: restarted.
 struct tier_open_error : std::runtime_error {
   explicit tier_open_error(const std::string& why)
       : std::runtime_error(why),
-        code(io_errc_of(why) == errc::io_failure ? errc::invalid_config : io_errc_of(why)) {}
+        code(why.find(std::strerror(ENOENT)) != std::string::npos ? errc::invalid_config
+                                                                   : io_errc_of(why)) {}
   errc code;
 };
 
