@@ -1,5 +1,5 @@
 #!/bin/sh
-# `satrap plan` with the SSD tier (issue 48): the 100T job with a 20 GiB tier per shard
+# `satrap plan` with the SSD tier (issue 48): the 100T job with a 16 GiB tier per shard
 # (ops/jobs/persia-100t-ssd.yaml) fits the 8 machines with 36,000 GiB of local SSD of
 # ops/manifests/gcp-persia-100t-ssd.yaml, 30 shards each, and prints the tier's RAM and disk per
 # shard; with 7 of them it is refused naming the disk, and the in-memory job does not fit them.
@@ -15,7 +15,7 @@ fail() { echo "tier_plan: $*" >&2; exit 1; }
   { cat "$work/plan.txt"; fail "the 100T job with the tier does not fit 8 SSD machines"; }
 cat "$work/plan.txt"
 grep -q "^ssd-0 .. ssd-7 .* 30 embedding_shard  (x8, each)" "$work/plan.txt" || fail "not 30 shards on each of 8 SSD machines"
-grep -q "^SSD tier: 20.0 GiB of RAM and .* of local disk per shard" "$work/plan.txt" || fail "no SSD tier line"
+grep -q "^SSD tier: 16.0 GiB of RAM and .* of local disk per shard" "$work/plan.txt" || fail "no SSD tier line"
 sed 's/count: 8$/count: 7/' "$src/ops/manifests/gcp-persia-100t-ssd.yaml" > "$work/seven.yaml"
 grep -q "count: 7" "$work/seven.yaml" || fail "could not make the 7-machine manifest"
 out=$("$satrap" plan --manifest "$work/seven.yaml" --job "$src/ops/jobs/persia-100t-ssd.yaml" 2>&1) &&

@@ -103,7 +103,7 @@ TEST_CASE("with the SSD tier the 100T job's shards fit 8 machines with local SSD
       CHECK(m.nodes[a.node].labels.at("tier") == "ssd");
   auto text = plan_to_text(m, spec, *plan);
   CHECK(text.find("30 embedding_shard") != std::string::npos);
-  CHECK(text.find("SSD tier: 20.0 GiB of RAM") != std::string::npos);
+  CHECK(text.find("SSD tier: 16.0 GiB of RAM") != std::string::npos);
   // One machine fewer: the shards' disk does not fit, and the refusal says so.
   m.nodes.erase(std::find_if(m.nodes.begin(), m.nodes.end(),
                              [](const node_spec& n) { return n.name == "ssd-7"; }));
