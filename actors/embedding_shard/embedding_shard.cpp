@@ -65,7 +65,7 @@ struct tier_open_error : std::runtime_error {
   explicit tier_open_error(const std::string& why)
       : std::runtime_error(why),
         code(why.find(std::strerror(ENOENT)) != std::string::npos ? errc::invalid_config
-                                                                   : io_errc_of(why)) {}
+                                                                  : io_errc_of(why)) {}
   errc code;
 };
 
