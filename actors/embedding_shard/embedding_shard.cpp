@@ -258,14 +258,21 @@ caf::error shard_restore_tier(shard_state& st, const std::string& root, uint64_t
                         + " shards (a job with the SSD tier resumes with the shard count that "
                           "wrote its checkpoint)");
   st.tier.reset();  // closes the live store before its folder is replaced
+  // A failed restore leaves the shard an empty tier (never none: every request needs one).
+  auto failed = [&st, &shard](errc code, const std::string& why) {
+    auto fresh = open_tier(st.config, true);
+    if (!fresh)
+      throw tier_open_error("SSD tier: " + fresh.error());
+    st.tier = std::move(*fresh);
+    return make_error(code, shard + ": restore of the SSD tier: " + why);
+  };
   auto copied =
     restore_tier(tier_checkpoint_dir(root, sequence, st.config.shard), tier_live_dir(st.config));
   if (!copied)
-    return make_error(errc::io_failure, shard + ": restore of the SSD tier: " + copied.error());
+    return failed(errc::io_failure, copied.error());
   auto tier = open_tier(st.config, false);
   if (!tier)
-    return make_error(io_errc_of(tier.error()),
-                      shard + ": restore of the SSD tier: " + tier.error());
+    return failed(io_errc_of(tier.error()), tier.error());
   st.tier = std::move(*tier);  // RAM starts empty: every row comes back from the disk
   st.tier_marker = tier_marker(st.config, sequence);
   return {};
