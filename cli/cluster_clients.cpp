@@ -126,6 +126,9 @@ int cluster_commands::run_submit() {
       p.loss = j->loss;
       p.running_auc = j->running_auc;
       p.stream_lag = j->stream_lag;
+      p.tier_hits = j->tier_hits;
+      p.tier_misses = j->tier_misses;
+      p.tier_ram_bytes = j->tier_ram_bytes;
       print_progress_line(p);
     }
     if (job_state_final(j->state)) {

@@ -91,6 +91,31 @@ nlohmann::json tasks_json(const job_result& r) {
   return out;
 }
 
+// model.embedding.tier ssd: the shards' tier counters at the end, summed (null without the tier).
+nlohmann::json tier_json(const job_spec& spec, const job_result& r) {
+  if (spec.model.tier.kind != tier_kind::ssd)
+    return nullptr;
+  int64_t hits = 0, misses = 0, cold = 0, prefetched = 0, read = 0, written = 0, ram = 0;
+  for (const auto& s : r.shards) {
+    hits += s.tier_hits;
+    misses += s.tier_misses;
+    cold += s.tier_cold_hits;
+    prefetched += s.tier_prefetch_hits;
+    read += s.tier_bytes_read;
+    written += s.tier_bytes_written;
+    ram += s.tier_ram_bytes;
+  }
+  const int64_t asked = hits + misses;
+  return {{"hits", hits},
+          {"misses", misses},
+          {"hit_rate", asked > 0 ? static_cast<double>(hits) / static_cast<double>(asked) : 0.0},
+          {"cold_hits", cold},
+          {"prefetch_hits", prefetched},
+          {"bytes_read", read},
+          {"bytes_written", written},
+          {"ram_bytes", ram}};
+}
+
 void print_result(const job_spec& spec, const job_result& r, bool json) {
   std::printf("job %s: %lld training samples in %.1f s (%.0f samples/s), %lld embedding rows\n",
               spec.name.c_str(), static_cast<long long>(r.samples), r.train_seconds,
@@ -136,6 +161,15 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     std::printf("data: %lld bad input lines skipped:%s\n", static_cast<long long>(total),
                 reasons.c_str());
   }
+  const nlohmann::json tier = tier_json(spec, r);
+  if (!tier.is_null())
+    std::printf(
+      "tier: hit rate %.4f  %lld misses  %lld rows from disk (%lld prefetched)  "
+      "%.1f MiB read  %.1f MiB written  %.1f MiB of RAM (all shards)\n",
+      tier["hit_rate"].get<double>(), tier["misses"].get<long long>(),
+      tier["cold_hits"].get<long long>(), tier["prefetch_hits"].get<long long>(),
+      tier["bytes_read"].get<double>() / 1048576.0, tier["bytes_written"].get<double>() / 1048576.0,
+      tier["ram_bytes"].get<double>() / 1048576.0);
   if (r.checkpoints > 0 || r.restarts > 0)
     std::printf("supervision: %lld checkpoints, %lld restarts, %lld batches replayed\n",
                 static_cast<long long>(r.checkpoints), static_cast<long long>(r.restarts),
@@ -162,6 +196,7 @@ void print_result(const job_spec& spec, const job_result& r, bool json) {
     {"batches_replayed", r.batches_replayed},
     {"gradients_lost", r.gradients_lost},
     {"tasks", tasks_json(r)},
+    {"tier", tier},
   };
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
   j["test_ne"] = num(r.test_ne);

@@ -188,8 +188,12 @@ struct loader {
 
   caf::error load_resources(const YAML::Node& r, const std::string& where,
                             node_resources& out) const {
-    if (auto e = check_keys(r, where, {"cores", "memory", "gpus"}))
+    if (auto e = check_keys(r, where, {"cores", "memory", "gpus", "disk"}))
       return e;
+    if (YAML::Node d = r["disk"])  // local disk for model.embedding.tier ssd (planning only)
+      if (!d.IsScalar() || !parse_bytes(d.Scalar(), out.disk_bytes))
+        return fail(d, where + ".disk: expected a size such as 3TB or 375GiB, got '"
+                         + (d.IsScalar() ? d.Scalar() : std::string("?")) + "'");
     if (auto e = get_int(r, "cores", where, out.cores, 1, 1 << 20, true))
       return e;
     if (auto e = get_int(r, "gpus", where, out.gpus, 0, 1024, false))

@@ -9,7 +9,7 @@
 //       count: 2
 //       host: 127.0.0.1
 //       port: 4711               # with count, node i listens on port + i
-//       resources: {cores: 2, memory: 8GiB, gpus: 0}
+//       resources: {cores: 2, memory: 8GiB, gpus: 0}   # and disk: 2TB (local SSD, optional)
 //       labels: {tier: cpu}
 //   timing: {heartbeat_interval_ms: 1000, heartbeat_timeout_ms: 5000}   # optional; knobs.hpp
 //   security:                  # optional
@@ -41,6 +41,7 @@ struct node_resources {
   int32_t cores = 0;          // CPU cores the node gives satrap
   uint64_t memory_bytes = 0;  // RAM the node gives satrap
   int32_t gpus = 0;           // GPUs the node gives satrap
+  uint64_t disk_bytes = 0;    // local disk (SSD) for the embedding tier (`disk`; 0: none)
 };
 
 struct node_spec {

@@ -28,6 +28,11 @@ namespace {
 constexpr double index_overhead = 1.25;
 // Room left on a node for the process itself, the OS and the network buffers.
 constexpr double memory_headroom = 0.9;
+// The SSD tier's cold store (RocksDB, no compression): a row is its bytes and an 8-byte key, and
+// an LSM tree's leveled compaction keeps up to ~1.1x the live data, plus its indexes and bloom
+// filters: the planner assumes 1.25x, and fills a node's disk to 90% at most.
+constexpr double disk_overhead = 1.25;
+constexpr double disk_headroom = 0.9;
 
 bool matches(const node_spec& node, const std::string& selector) {
   std::stringstream ss(selector);
@@ -56,7 +61,10 @@ struct planner {
     auto& u = plan.node_use[node];
     return u.cores + d.cores <= r.cores && u.gpus + d.gpus <= r.gpus
            && static_cast<double>(u.memory_bytes + d.memory_bytes)
-                <= static_cast<double>(r.memory_bytes) * memory_headroom;
+                <= static_cast<double>(r.memory_bytes) * memory_headroom
+           && (d.disk_bytes == 0
+               || static_cast<double>(u.disk_bytes + d.disk_bytes)
+                    <= static_cast<double>(r.disk_bytes) * disk_headroom);
   }
 
   // What is left of the resource a role cares about most.
@@ -64,7 +72,9 @@ struct planner {
     auto& r = m.nodes[node].resources;
     auto& u = plan.node_use[node];
     switch (role) {
-      case actor_role::embedding_shard:
+      case actor_role::embedding_shard:  // with the SSD tier the disk is what shards fill
+        if (plan.demand[0].disk_bytes > 0)
+          return static_cast<double>(r.disk_bytes) - static_cast<double>(u.disk_bytes);
         return static_cast<double>(r.memory_bytes) - static_cast<double>(u.memory_bytes);
       case actor_role::dense_trainer:
         if (plan.trainers_on_gpus)
@@ -97,6 +107,7 @@ struct planner {
         return missing(role, k, count, d, eligible);
       auto& u = plan.node_use[best];
       u.memory_bytes += d.memory_bytes;
+      u.disk_bytes += d.disk_bytes;
       u.cores += d.cores;
       u.gpus += d.gpus;
       plan.actors.push_back({role, k, best});
@@ -108,10 +119,13 @@ struct planner {
                      const std::vector<size_t>& eligible) const {
     double mem = 0;
     double cores = 0;
+    double disk = 0;
     int64_t gpus = 0;
     for (auto i : eligible) {
       auto& r = m.nodes[i].resources;
       auto& u = plan.node_use[i];
+      disk += std::max(
+        0.0, static_cast<double>(r.disk_bytes) * disk_headroom - static_cast<double>(u.disk_bytes));
       mem += std::max(0.0, static_cast<double>(r.memory_bytes) * memory_headroom
                              - static_cast<double>(u.memory_bytes));
       cores += r.cores - u.cores;
@@ -121,11 +135,17 @@ struct planner {
     os << "plan does not fit: " << to_string(role) << " " << placed << " of " << count << " needs "
        << format_bytes(static_cast<double>(d.memory_bytes)) << ", " << d.cores << " core(s)"
        << (d.gpus ? ", " + std::to_string(d.gpus) + " GPU(s)" : std::string{})
+       << (d.disk_bytes ? ", " + format_bytes(static_cast<double>(d.disk_bytes)) + " of disk"
+                        : std::string{})
        << " on one node, and no eligible node has that left; the " << eligible.size()
-       << " eligible node(s) have " << format_bytes(mem) << ", " << cores << " core(s) and " << gpus
+       << " eligible node(s) have " << format_bytes(mem) << ", " << cores << " core(s)"
+       << (d.disk_bytes ? ", " + format_bytes(disk) + " of disk" : std::string{}) << " and " << gpus
        << " GPU(s) left in all; the remaining " << (count - placed) << " need "
-       << format_bytes(static_cast<double>(d.memory_bytes) * (count - placed)) << " and "
-       << d.cores * (count - placed) << " core(s)";
+       << format_bytes(static_cast<double>(d.memory_bytes) * (count - placed))
+       << (d.disk_bytes ? ", " + format_bytes(static_cast<double>(d.disk_bytes) * (count - placed))
+                            + " of disk"
+                        : std::string{})
+       << " and " << d.cores * (count - placed) << " core(s)";
     return make_error(errc::invalid_config, os.str());
   }
 };
@@ -155,6 +175,12 @@ void estimate_demand(const manifest& m, const job_spec& spec, placement_plan& p)
                     : 0.0;
   p.demand[0] = {static_cast<uint64_t>(rows_per_shard * p.bytes_per_row + sketch + 256 * mib), 0.5,
                  0};
+  if (spec.model.tier.kind == tier_kind::ssd) {  // RAM: the budget; every row on local disk
+    p.disk_bytes_per_row = (static_cast<double>(row_layout::of(e).stride) + 8) * disk_overhead;
+    p.demand[0].memory_bytes =
+      static_cast<uint64_t>(static_cast<double>(spec.model.tier.ram_budget) + sketch + 256 * mib);
+    p.demand[0].disk_bytes = static_cast<uint64_t>(rows_per_shard * p.disk_bytes_per_row);
+  }
   // Aggregators keep each in-flight batch's de-dup map and pooled rows for every trainer they serve.
   double per_batch = batch_ids * (8 + 4 + 8) + pooled * 2;
   double batches = in_flight * pl.trainers / pl.aggregators + 1;
@@ -266,6 +292,23 @@ std::string plan_to_text(const manifest& m, const job_spec& spec, const placemen
     mem += u.memory_bytes;
   os << "memory planned: " << format_bytes(static_cast<double>(mem)) << "; dense trainers on "
      << (plan.trainers_on_gpus ? "GPUs" : "CPU cores") << "\n";
+  if (plan.demand[0].disk_bytes > 0) {  // the SSD tier: shards' RAM budgets and their disks
+    uint64_t disk = 0;
+    std::map<size_t, int> shard_nodes;
+    for (auto& u : plan.node_use)
+      disk += u.disk_bytes;
+    for (auto& a : plan.actors)
+      if (a.role == actor_role::embedding_shard)
+        ++shard_nodes[a.node];
+    std::snprintf(line, sizeof line,
+                  "SSD tier: %s of RAM and %s of local disk per shard (%.0f bytes/row on disk); "
+                  "disk planned: %s; %zu node(s) hold shards\n",
+                  format_bytes(static_cast<double>(spec.model.tier.ram_budget)).c_str(),
+                  format_bytes(static_cast<double>(plan.demand[0].disk_bytes)).c_str(),
+                  plan.disk_bytes_per_row, format_bytes(static_cast<double>(disk)).c_str(),
+                  shard_nodes.size());
+    os << line;
+  }
   auto& t = plan.traffic;
   std::snprintf(line, sizeof line,
                 "network per step (%d trainers x batch %d): %s = ids %s, dense %s, lookups %s, "

@@ -1,6 +1,7 @@
 // The placement planner: which node of a manifest runs each actor of a job.
 //
-// Embedding shards go where the memory is (estimated bytes per row x rows per shard), dense
+// Embedding shards go where the memory is (estimated bytes per row x rows per shard; with the SSD
+// tier, model.embedding.tier ssd: ram_budget in RAM and every row on the node's `disk`), dense
 // trainers on GPU nodes (CPU nodes when the cluster has no GPU), loaders and aggregators where
 // the cores are; a role's selector ("k=v,k2=v2", from the job's placement section) restricts it
 // to nodes with those labels. Each role is placed worst-fit (the node with the most of the
@@ -31,6 +32,7 @@ struct actor_demand {
   uint64_t memory_bytes = 0;
   double cores = 0;
   int32_t gpus = 0;
+  uint64_t disk_bytes = 0;  // local disk: a shard's cold rows with model.embedding.tier ssd
 };
 
 struct placed_actor {
@@ -56,6 +58,7 @@ struct placement_plan {
   actor_demand demand[4];              // per role (indexed by actor_role)
   uint64_t embedding_rows = 0;         // rows the job's tables will hold
   double bytes_per_row = 0;            // estimated, index included
+  double disk_bytes_per_row = 0;       // with the SSD tier: a cold row on disk (key, space amp.)
   uint64_t embedding_parameters = 0;   // rows x dim
   uint64_t dense_parameters = 0;
   bool trainers_on_gpus = false;

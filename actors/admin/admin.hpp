@@ -77,7 +77,9 @@ typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("job_progress"), x.steps, x.steps_total, x.samples,
            x.samples_per_sec, x.loss, x.running_auc, x.restarts, x.batches_replayed, x.checkpoints,
            x.checkpoint_step, x.last_failure, x.validation_step, x.validation_auc,
-           x.validation_logloss, x.best_step, x.best_validation_auc, x.stream_lag);
+           x.validation_logloss, x.best_step, x.best_validation_auc, x.stream_lag, x.tier_hits,
+           x.tier_misses, x.tier_prefetch_hits, x.tier_bytes_read, x.tier_bytes_written,
+           x.tier_ram_bytes);
 }
 
 using admin_actor = caf::typed_actor<

@@ -162,6 +162,14 @@ std::string render_status(const admin_state& st, std::chrono::steady_clock::time
   return doc.dump();
 }
 
+namespace {
+struct per_job_tier {
+  const char* name;
+  const char* help;
+  int64_t job_record::*field;
+};
+}  // namespace
+
 std::string render_metrics(const admin_state& st) {
   std::ostringstream os;
   auto gauge = [&](const char* name, const char* help) {
@@ -231,6 +239,32 @@ std::string render_metrics(const admin_state& st) {
         "not a stream or not known yet. Its consumption rate is satrap_job_samples_per_second.");
   for (auto& j : st.jobs)
     os << "satrap_job_stream_lag_messages{job=\"" << j.id << "\"} " << j.stream_lag << "\n";
+  // The SSD tier (issue 48): jobs with model.embedding.tier ssd only, summed over their shards.
+  for (auto [name, help, field] :
+       {per_job_tier{"satrap_job_tier_hits_total", "SSD tier: ids found in RAM, per job.",
+                     &job_record::tier_hits},
+        per_job_tier{"satrap_job_tier_misses_total",
+                     "SSD tier: ids absent from RAM (read from disk or new), per job.",
+                     &job_record::tier_misses},
+        per_job_tier{"satrap_job_tier_prefetch_hits_total",
+                     "SSD tier: rows from disk a prefetch had staged before their lookup, per job.",
+                     &job_record::tier_prefetch_hits},
+        per_job_tier{"satrap_job_tier_read_bytes_total",
+                     "SSD tier: row bytes read from the cold stores, per job.",
+                     &job_record::tier_bytes_read},
+        per_job_tier{"satrap_job_tier_written_bytes_total",
+                     "SSD tier: row bytes written to the cold stores, per job.",
+                     &job_record::tier_bytes_written}}) {
+    counter(name, help);
+    for (auto& j : st.jobs)
+      if (j.tier_ram_bytes >= 0)
+        os << name << "{job=\"" << j.id << "\"} " << j.*field << "\n";
+  }
+  gauge("satrap_job_tier_ram_bytes",
+        "SSD tier: RAM of the hot rows, staged and pending rows and the cold stores, per job.");
+  for (auto& j : st.jobs)
+    if (j.tier_ram_bytes >= 0)
+      os << "satrap_job_tier_ram_bytes{job=\"" << j.id << "\"} " << j.tier_ram_bytes << "\n";
   gauge("satrap_job_loss", "Mean training loss since the previous progress report, per job.");
   for (auto& j : st.jobs)
     os << "satrap_job_loss{job=\"" << j.id << "\"} " << j.loss << "\n";

@@ -170,6 +170,12 @@ void job_apply_progress(job_record& j, const job_progress& p) {
   j.checkpoints = p.checkpoints;
   j.checkpoint_step = p.checkpoint_step;
   j.stream_lag = p.stream_lag;
+  j.tier_hits = p.tier_hits;
+  j.tier_misses = p.tier_misses;
+  j.tier_prefetch_hits = p.tier_prefetch_hits;
+  j.tier_bytes_read = p.tier_bytes_read;
+  j.tier_bytes_written = p.tier_bytes_written;
+  j.tier_ram_bytes = p.tier_ram_bytes;
   if (!p.last_failure.empty())
     j.last_failure = p.last_failure;
 }

@@ -57,6 +57,13 @@ struct job_record {
   int64_t checkpoint_step = -1;  // step of the newest
   int64_t gradients_lost = 0;    // gradient rows the stores dropped (not admitted)
   int64_t stream_lag = -1;       // a Kafka stream's messages not yet trained (-1: none / unknown)
+  // The SSD tier's counters, summed over the shards (job_progress; tier_ram_bytes -1: no tier).
+  int64_t tier_hits = 0;
+  int64_t tier_misses = 0;
+  int64_t tier_prefetch_hits = 0;
+  int64_t tier_bytes_read = 0;
+  int64_t tier_bytes_written = 0;
+  int64_t tier_ram_bytes = -1;
   std::string last_failure;      // why the newest restart happened
   int64_t validation_step = -1;  // the latest validation (-1: none yet)
   double validation_auc = -1;    // its AUC and log loss (-1: none)
@@ -114,7 +121,12 @@ inline const auto& job_record_fields() {
     record_field_of("checkpoints", &r::checkpoints),
     record_field_of("checkpoint_step", &r::checkpoint_step),
     record_field_of("gradients_lost", &r::gradients_lost),
-    record_field_of("stream_lag", &r::stream_lag),
+    record_field_of("stream_lag", &r::stream_lag), record_field_of("tier_hits", &r::tier_hits),
+    record_field_of("tier_misses", &r::tier_misses),
+    record_field_of("tier_prefetch_hits", &r::tier_prefetch_hits),
+    record_field_of("tier_bytes_read", &r::tier_bytes_read),
+    record_field_of("tier_bytes_written", &r::tier_bytes_written),
+    record_field_of("tier_ram_bytes", &r::tier_ram_bytes),
     record_field_of("last_failure", &r::last_failure),
     record_field_of("validation_step", &r::validation_step),
     record_field_of("validation_auc", &r::validation_auc, result),

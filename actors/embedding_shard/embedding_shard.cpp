@@ -12,8 +12,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace satrap {
 
@@ -27,6 +31,10 @@ struct shard_state {
   embedding_shard_config config;
   std::unique_ptr<embedding_table> table;  // the rows (no tier)
   std::unique_ptr<tiered_table> tier;      // or the rows with the SSD tier
+  // With the tier: an empty table whose (empty) snapshot files stand for the shard in a
+  // snapshot's manifest, keeping its full / incremental chain; the rows are the tier's
+  // checkpoint folder beside the file (tier_checkpoint_dir).
+  std::unique_ptr<embedding_table> tier_marker;
   shard_stats stats;
   meter_handle meter;                  // for the status endpoint
   int64_t max_lookup_step = -1;        // furthest training step looked up here
@@ -43,10 +51,30 @@ caf::error shard_refuse(const shard_state& st, const char* what, const caf::erro
 }
 
 // A tier's disk failed (a full disk, a failed read): the request did nothing and may be repeated.
+// A full or read-only disk is no_resource (the shard then stops: quit_if_deterministic).
 caf::error tier_failed(const shard_state& st, const char* what, const std::string& why) {
   spdlog::error("shard_tier_failed shard={} request={} error=\"{}\"", st.config.shard, what, why);
-  return make_error(errc::io_failure,
+  return make_error(io_errc_of(why),
                     "shard " + std::to_string(st.config.shard) + ": SSD tier: " + why);
+}
+
+// The tier could not be opened. A missing folder (a configuration error) or a full or read-only
+// disk would fail again after a restart: invalid_config / no_resource. Anything else (RocksDB's
+// lock still held by a failed generation's shard in this process) is io_failure: restarted.
+struct tier_open_error : std::runtime_error {
+  explicit tier_open_error(const std::string& why)
+      : std::runtime_error(why),
+        code(why.find(std::strerror(ENOENT)) != std::string::npos ? errc::invalid_config
+                                                                  : io_errc_of(why)) {}
+  errc code;
+};
+
+// A request failed in a way a restart would meet again (the tier's disk full or read-only): the
+// shard stops with that error, so that its supervisor fails the job at once with the cause
+// instead of restarting it into the same wall (the rows of the last checkpoint stay as they were).
+void quit_if_deterministic(embedding_shard_actor::pointer self, const caf::error& e) {
+  if (failure_is_deterministic(e))
+    self->quit(e);
 }
 
 // The rows are written by the store straight into the reply's Data blob, which lies inside the
@@ -140,15 +168,58 @@ shard_stats shard_stats_now(const shard_state& st) {
   return s;
 }
 
+// The live tier of this shard: PATH/shard-k.
+std::string tier_live_dir(const embedding_shard_config& c) {
+  return c.tier.path + "/shard-" + std::to_string(c.shard);
+}
+
+// The tier's rows in snapshot `sequence`: a folder beside the shard's (empty) file.
+std::string tier_checkpoint_dir(const std::string& root, uint64_t sequence, int32_t shard) {
+  return snapshot_dir(root, sequence) + "/tier-" + std::to_string(shard);
+}
+
+// The tier's marker table (shard_state::tier_marker): the job's row format, no rows.
+std::unique_ptr<embedding_table> tier_marker(const embedding_shard_config& c, uint64_t sequence) {
+  embedding_options o = c.embedding;
+  o.capacity = 64;  // holds nothing: no slabs nor sketch worth the name
+  o.admission = admission_kind::all;
+  auto t = std::make_unique<embedding_table>(o);
+  if (sequence > 0)
+    t->mark_snapshot(sequence);  // the next incremental snapshot's parent
+  return t;
+}
+
+// Opens the shard's tier on its folder as it is (fresh: emptied first, so that the rows of an
+// earlier run or generation are never taken for this one's).
+result<std::unique_ptr<tiered_table>> open_tier(const embedding_shard_config& c, bool fresh) {
+  tier_options t = c.tier;
+  t.path = tier_live_dir(c);
+  if (fresh) {
+    std::error_code ec;
+    std::filesystem::remove_all(t.path, ec);
+    if (ec)
+      return make_model_error(t.path + ": emptying the tier's folder: " + ec.message());
+  }
+  return tiered_table::open(c.embedding, t);
+}
+
 caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::string& root,
                                                 uint64_t sequence, bool full) {
-  if (st.tier)
-    return make_error(errc::invalid_config, "shard " + std::to_string(st.config.shard)
-                                              + ": snapshots with the SSD tier are not built yet");
   auto& files = *st.config.environment;
-  auto info =
-    snapshot_write_shard(*st.table, root, sequence, static_cast<uint32_t>(st.config.shard),
-                         full ? snapshot_kind::full : snapshot_kind::incremental, files);
+  if (st.tier) {  // a consistent copy of the tier (RocksDB: hard links), then the marker's file
+    const std::string dir = tier_checkpoint_dir(root, sequence, st.config.shard);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);  // a repeated request's partial copy
+    auto made = files.create_dirs(snapshot_dir(root, sequence));
+    auto copied = made ? st.tier->checkpoint(dir) : made;
+    if (!copied)
+      return make_error(io_errc_of(copied.error()),
+                        "shard " + std::to_string(st.config.shard)
+                          + ": snapshot of the SSD tier: " + copied.error());
+  }
+  auto info = snapshot_write_shard(st.tier ? *st.tier_marker : *st.table, root, sequence,
+                                   static_cast<uint32_t>(st.config.shard),
+                                   full ? snapshot_kind::full : snapshot_kind::incremental, files);
   if (!info)  // disk full or a read-only folder: no_resource (the job fails, no restart)
     return make_error(io_errc_of(info.error()),
                       "shard " + std::to_string(st.config.shard) + ": snapshot: " + info.error());
@@ -167,20 +238,64 @@ caf::result<shard_snapshot_info> shard_snapshot(shard_state& st, const std::stri
                              static_cast<int64_t>(info->bytes), info->checksum};
 }
 
-caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uint64_t sequence) {
-  if (st.tier)
-    return make_error(errc::invalid_config, "shard " + std::to_string(st.config.shard)
-                                              + ": restore with the SSD tier is not built yet");
-  auto map = partition_map::uniform(static_cast<uint32_t>(st.config.partitions),
-                                    static_cast<uint32_t>(st.config.shards));
-  auto me = static_cast<uint32_t>(st.config.shard);
-  st.table = std::make_unique<embedding_table>(st.config.embedding);  // restore needs it empty
+// With the tier: the live folder becomes a copy of the snapshot's tier folder (RocksDB's files
+// hard-linked), so the rows are those of the checkpoint, never later write-backs. The tier's
+// folders are per shard: the shard count must be the one that wrote them (no resharding).
+caf::error shard_restore_tier(shard_state& st, const std::string& root, uint64_t sequence) {
+  const std::string shard = "shard " + std::to_string(st.config.shard);
   auto& files = *st.config.environment;
-  auto stats = snapshot_restore(
-    *st.table, root, sequence, [&map, me](uint64_t id) { return map.shard_of(id) == me; }, files);
-  if (!stats)
-    return make_error(errc::io_failure,
-                      "shard " + std::to_string(st.config.shard) + ": restore: " + stats.error());
+  auto names = files.list_dir(snapshot_dir(root, sequence));
+  if (!names)
+    return make_error(errc::io_failure, shard + ": restore: " + names.error());
+  int32_t written = 0;
+  for (const auto& n : *names)
+    written += n.starts_with("tier-");
+  if (written != st.config.shards)
+    return make_error(errc::invalid_config,
+                      shard + ": restore: snapshot " + std::to_string(sequence) + " holds "
+                        + std::to_string(written) + " SSD tier folders, the job has "
+                        + std::to_string(st.config.shards)
+                        + " shards (a job with the SSD tier resumes with the shard count that "
+                          "wrote its checkpoint)");
+  st.tier.reset();  // closes the live store before its folder is replaced
+  // A failed restore leaves the shard an empty tier (never none: every request needs one).
+  auto failed = [&st, &shard](errc code, const std::string& why) {
+    auto fresh = open_tier(st.config, true);
+    if (!fresh)
+      throw tier_open_error("SSD tier: " + fresh.error());
+    st.tier = std::move(*fresh);
+    return make_error(code, shard + ": restore of the SSD tier: " + why);
+  };
+  auto copied =
+    restore_tier(tier_checkpoint_dir(root, sequence, st.config.shard), tier_live_dir(st.config));
+  if (!copied)
+    return failed(errc::io_failure, copied.error());
+  auto tier = open_tier(st.config, false);
+  if (!tier)
+    return failed(io_errc_of(tier.error()), tier.error());
+  st.tier = std::move(*tier);  // RAM starts empty: every row comes back from the disk
+  st.tier_marker = tier_marker(st.config, sequence);
+  return {};
+}
+
+caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uint64_t sequence) {
+  snapshot_restore_stats stats_rows;
+  auto& files = *st.config.environment;
+  if (st.tier) {
+    if (auto err = shard_restore_tier(st, root, sequence))
+      return err;
+  } else {
+    auto map = partition_map::uniform(static_cast<uint32_t>(st.config.partitions),
+                                      static_cast<uint32_t>(st.config.shards));
+    auto me = static_cast<uint32_t>(st.config.shard);
+    st.table = std::make_unique<embedding_table>(st.config.embedding);  // restore needs it empty
+    auto stats = snapshot_restore(
+      *st.table, root, sequence, [&map, me](uint64_t id) { return map.shard_of(id) == me; }, files);
+    if (!stats)
+      return make_error(errc::io_failure,
+                        "shard " + std::to_string(st.config.shard) + ": restore: " + stats.error());
+    stats_rows = *stats;
+  }
   st.applied.clear();
   st.max_lookup_step = -1;
   if (st.config.audit) {
@@ -195,27 +310,32 @@ caf::result<int64_t> shard_restore(shard_state& st, const std::string& root, uin
     while (in >> batch >> times)
       st.applied[batch] = times;
   }
-  spdlog::info("shard_restored shard={} sequence={} rows={}", st.config.shard, sequence,
-               stats->rows_kept);
-  return static_cast<int64_t>(stats->rows_kept);
+  spdlog::info("shard_restored shard={} sequence={} rows={} tier={}", st.config.shard, sequence,
+               stats_rows.rows_kept, st.tier != nullptr);
+  return static_cast<int64_t>(stats_rows.rows_kept);
 }
 
 embedding_shard_actor::behavior_type shard_behavior(
   embedding_shard_actor::stateful_pointer<shard_state> self, embedding_shard_config config) {
   // An exception fails the actor with its message (and bad_alloc as no_resource), not CAF's
   // bare "runtime_error": the supervisor's record and its restart decision see the cause.
-  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) {
-    return exception_error(e, "embedding shard");
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    try {
+      std::rethrow_exception(e);
+    } catch (const tier_open_error& x) {  // a restart would fail again: the job fails at once
+      return make_error(x.code, std::string("embedding shard: ") + x.what());
+    } catch (...) {
+      return exception_error(e, "embedding shard");
+    }
   });
   auto& st = self->state;
   st.config = std::move(config);
   if (st.config.tier.kind == tier_kind::ssd) {
-    tier_options t = st.config.tier;
-    t.path += "/shard-" + std::to_string(st.config.shard);
-    auto tier = tiered_table::open(st.config.embedding, t);
+    auto tier = open_tier(st.config, true);
     if (!tier)  // the actor fails with the cause (a missing folder, RocksDB not compiled in)
-      throw std::runtime_error("SSD tier: " + tier.error());
+      throw tier_open_error("SSD tier: " + tier.error());
     st.tier = std::move(*tier);
+    st.tier_marker = tier_marker(st.config, 0);
     st.table = nullptr;
   } else {
     st.table = std::make_unique<embedding_table>(st.config.embedding);
@@ -228,11 +348,17 @@ embedding_shard_actor::behavior_type shard_behavior(
   return {
     [self](lookup_atom, const capnp_payload& req) {
       self->state.meter.on_message(self);
-      return shard_lookup(self->state, req);
+      auto r = shard_lookup(self->state, req);
+      if (r.flag == caf::rt_error)
+        quit_if_deterministic(self, r.err);
+      return r;
     },
     [self](update_atom, const capnp_payload& req) {
       self->state.meter.on_message(self);
-      return shard_update(self->state, req);
+      auto r = shard_update(self->state, req);
+      if (r.flag == caf::rt_error)
+        quit_if_deterministic(self, r.err);
+      return r;
     },
     [self](stats_atom) { return shard_stats_now(self->state); },
     [self](snapshot_atom, const std::string& root, uint64_t sequence, bool full) {

@@ -13,9 +13,15 @@
 //   restore(root, seq)         -> rows restored: loads snapshot `seq` (and its parents) keeping
 //                                 the ids this shard owns now (any shard count can restore any).
 // Files (snapshots, the audit ledger) go through config.environment (models/env.hpp).
-// With the SSD tier (config.tier) the rows live in models/tier/'s tiered_table; a tier that
-// cannot be opened (a missing parent folder) fails the actor with the cause; snapshot and restore
-// answer an error (the job spec refuses checkpoints with the tier until they are built).
+// With the SSD tier (config.tier) the rows live in models/tier/'s tiered_table, in
+// tier.path/shard-<shard>, emptied when the shard starts (rows of an earlier run or generation
+// are not this one's). A tier that cannot be opened fails the actor with the cause (a missing
+// folder: invalid_config, so the job fails at once). A snapshot copies the tier consistently
+// (tiered_table::checkpoint: RocksDB hard links) into <snapshot dir>/tier-<shard>, beside the
+// shard's file, which then holds no rows (an empty marker table keeps the full / incremental
+// chain); a restore replaces the live folder with that copy (restore_tier), so the rows are the
+// checkpoint's, never later write-backs; the shard count must be the one that wrote it. A full or
+// read-only disk under the tier (no_resource) stops the shard with the cause after answering.
 // Always-on check: an update of step s' after a lookup of step m > s' + staleness breaks the
 // staleness bound; it is logged (staleness_violated) and counted (stats).
 // Threading: an actor; its store is touched only by its own behaviour.

@@ -116,7 +116,14 @@ void restore_and_start(self_ptr self, uint64_t gen) {
     }
   };
   auto on_error = [self, gen](const caf::error& e) {
-    on_failure(self, gen, "restoring from the checkpoint: " + error_text(e));
+    auto what = "restoring from the checkpoint: " + error_text(e);
+    // A configuration error (a checkpoint this job cannot take: the SSD tier's folders of another
+    // shard count) fails again after a restart: the job fails at once.
+    if (failure_is_deterministic(e) && gen == self->state.generation) {
+      fail_job(self, make_error(errc_of(e, errc::invalid_config), what));
+      return;
+    }
+    on_failure(self, gen, what);
   };
   auto root = checkpoint_embedding_root(st.cuts.dir());
   for (auto& s : st.shards)
@@ -162,6 +169,36 @@ void spawn_children(self_ptr self) {
   });
 }
 
+// With the SSD tier: the sums of the shards' latest tier counters into the progress, and each
+// shard asked again (its answer counts at the next report).
+void poll_tier(self_ptr self) {
+  auto& st = self->state;
+  st.tier_stats.resize(st.shards.size());
+  auto& p = st.progress;
+  p.tier_hits = p.tier_misses = p.tier_prefetch_hits = p.tier_bytes_read = 0;
+  p.tier_bytes_written = p.tier_ram_bytes = 0;
+  for (const auto& s : st.tier_stats) {
+    p.tier_hits += s.tier_hits;
+    p.tier_misses += s.tier_misses;
+    p.tier_prefetch_hits += s.tier_prefetch_hits;
+    p.tier_bytes_read += s.tier_bytes_read;
+    p.tier_bytes_written += s.tier_bytes_written;
+    p.tier_ram_bytes += s.tier_ram_bytes;
+  }
+  auto gen = st.generation;
+  for (size_t i = 0; i < st.shards.size(); ++i)
+    self
+      ->request(st.shards[i], ms(st.config.spec.timing.trainer_request_timeout_ms),
+                stats_atom::value)
+      .then(
+        [self, gen, i](shard_stats& s) {
+          auto& st = self->state;
+          if (gen == st.generation && i < st.tier_stats.size())
+            st.tier_stats[i] = std::move(s);
+        },
+        [](const caf::error&) {});  // a lost shard's recovery is the supervisor's own business
+}
+
 void on_progress(self_ptr self, const progress_report& r) {
   auto& st = self->state;
   auto rank = static_cast<size_t>(r.rank);
@@ -185,6 +222,8 @@ void on_progress(self_ptr self, const progress_report& r) {
   p.running_auc = auc / static_cast<double>(st.trainer_auc.size());
   if (st.data.source)
     p.stream_lag = st.data.source->stream_lag(p.steps * static_cast<int64_t>(st.trainers.size()));
+  if (st.config.spec.model.tier.kind == tier_kind::ssd)
+    poll_tier(self);
   notify(st);
   st.loss_sum = 0;
   st.loss_samples = 0;

@@ -68,6 +68,15 @@ struct job_progress {
   // A stream (data.source kafka): messages not yet trained, behind the partitions' ends (-1: not
   // a stream, or not known yet). Its consumption rate is samples_per_sec.
   int64_t stream_lag = -1;
+  // The SSD tier (model.embedding.tier ssd), summed over the shards' latest stats (asked at each
+  // progress report, so one report behind): ids found in RAM and not, rows a prefetch had staged,
+  // bytes read from and written to the cold stores, the RAM tiers' bytes (-1: no tier).
+  int64_t tier_hits = 0;
+  int64_t tier_misses = 0;
+  int64_t tier_prefetch_hits = 0;
+  int64_t tier_bytes_read = 0;
+  int64_t tier_bytes_written = 0;
+  int64_t tier_ram_bytes = -1;
 };
 
 struct job_result {

@@ -61,6 +61,7 @@ struct supervisor_state {
   std::vector<trainer_report> reports;  // the trainers' final reports, as they come
   std::vector<int64_t> trainer_steps;   // computed, as the progress reports say
   std::vector<double> trainer_auc;
+  std::vector<shard_stats> tier_stats;  // with the SSD tier: each shard's latest stats (progress)
   job_progress progress;
   double loss_sum = 0.0;  // since the previous progress, summed over trainers
   int64_t loss_samples = 0;

@@ -2,8 +2,9 @@
 # The SSD tier end to end (issue 48): the tiny job at staleness 0 (deterministic) with every row in
 # RAM and with `model.embedding.tier: ssd` on a RAM budget of ~190 rows per shard (thousands of rows
 # evicted to disk and brought back) gives the same test AUC and logloss to the last digit, for each
-# cold store compiled in; each shard has its folder; a missing parent folder fails the job with the
-# cause, and checkpoints with the tier are refused (not built yet).
+# cold store compiled in; each shard has its folder; a missing parent folder fails the job at once
+# (no restart) with the cause, and early stopping with the tier is refused (not built yet;
+# checkpoints and resume: tier_resume.sh).
 # usage: tier_job.sh SATRAP TINY_JOB_YAML
 set -u
 satrap=$1
@@ -42,9 +43,10 @@ out=$("$satrap" train --job "$job" --embedding-tier ssd --embedding-tier-path "$
       --embedding-tier-ram 1MiB --embedding-tier-store slot_file 2>&1)
 [ $? -ne 0 ] || fail "a missing tier folder did not fail the job"
 printf '%s\n' "$out" | grep -q "No such file or directory" || { echo "$out"; fail "no cause for the missing folder"; }
+printf '%s\n' "$out" | grep -q "job_restarting" && { echo "$out"; fail "a missing folder was retried"; }
 
 out=$("$satrap" train --job "$job" --embedding-tier ssd --embedding-tier-path "$work" \
-      --embedding-tier-ram 1MiB --checkpoint-dir "$work/ckpt" 2>&1)
-[ $? -eq 2 ] || { echo "$out"; fail "checkpoints with the tier: expected exit status 2"; }
-printf '%s\n' "$out" | grep -q "model.embedding.tier: checkpoints" || { echo "$out"; fail "no reason given"; }
+      --embedding-tier-ram 1MiB --early-stopping-patience 2 2>&1)
+[ $? -eq 2 ] || { echo "$out"; fail "early stopping with the tier: expected exit status 2"; }
+printf '%s\n' "$out" | grep -q "model.embedding.tier: early stopping" || { echo "$out"; fail "no reason given"; }
 echo "tier_job: ok"

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace satrap;
 
 namespace {
@@ -78,4 +80,38 @@ TEST_CASE("without GPUs trainers go to CPU nodes - a selector no node matches is
   REQUIRE(!plan);
   CHECK(error_text(plan.error()).find("no node matches the embedding_shard selector 'tier=memory'")
         != std::string::npos);
+}
+
+TEST_CASE("with the SSD tier the 100T job's shards fit 8 machines with local SSD, not 7") {
+  auto m = load("ops/manifests/gcp-persia-100t-ssd.yaml");
+  auto spec = load_job("ops/jobs/persia-100t-ssd.yaml");
+  auto plan = plan_job(m, spec);
+  REQUIRE_MESSAGE(plan, error_text(plan.error()));
+  // A shard's RAM is its budget (+ 256 MiB for the process); its disk every row of its share.
+  CHECK(plan->demand[0].memory_bytes == spec.model.tier.ram_budget + (uint64_t{256} << 20));
+  CHECK(plan->demand[0].disk_bytes > uint64_t{1} << 40);  // > 1 TiB per shard
+  size_t ssd_nodes = 0;
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    auto& r = m.nodes[i].resources;
+    CHECK(plan->node_use[i].memory_bytes <= r.memory_bytes);
+    CHECK(plan->node_use[i].disk_bytes <= r.disk_bytes);
+    ssd_nodes += m.nodes[i].labels.at("tier") == "ssd";
+  }
+  CHECK(ssd_nodes == 8);
+  for (auto& a : plan->actors)
+    if (a.role == actor_role::embedding_shard)
+      CHECK(m.nodes[a.node].labels.at("tier") == "ssd");
+  auto text = plan_to_text(m, spec, *plan);
+  CHECK(text.find("30 embedding_shard") != std::string::npos);
+  CHECK(text.find("SSD tier: 16.0 GiB of RAM") != std::string::npos);
+  // One machine fewer: the shards' disk does not fit, and the refusal says so.
+  m.nodes.erase(std::find_if(m.nodes.begin(), m.nodes.end(),
+                             [](const node_spec& n) { return n.name == "ssd-7"; }));
+  plan = plan_job(m, spec);
+  REQUIRE(!plan);
+  CHECK(error_text(plan.error()).find("of disk") != std::string::npos);
+  // Without the tier the same machines hold far fewer rows: RAM, not disk, is the bound.
+  m = load("ops/manifests/gcp-persia-100t-ssd.yaml");
+  spec.model.tier = tier_options{};
+  CHECK(!plan_job(m, spec));
 }
