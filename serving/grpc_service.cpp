@@ -51,24 +51,6 @@ std::string error_text(const http_response& r) {
   return r.body;
 }
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 std::string shape_text(const google::protobuf::RepeatedField<int64_t>& shape) {
   std::string s = "[";
   for (int i = 0; i < shape.size(); ++i)
@@ -167,9 +149,9 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
       blob_bytes += static_cast<size_t>(count) * bytes;
     }
     head += i ? ",{\"name\":" : "{\"name\":";
-    append_json_string(head, t.name());
+    append_escaped(head, t.name());
     head += ",\"datatype\":";
-    append_json_string(head, t.datatype());
+    append_escaped(head, t.datatype());
     head += ",\"shape\":[";
     for (int d = 0; d < t.shape_size(); ++d) {
       if (d)
@@ -191,7 +173,7 @@ std::string as_binary_body(const pb::ModelInferRequest& req, std::string& body,
     head += ",\"outputs\":[";
     for (int o = 0; o < req.outputs_size(); ++o) {
       head += o ? ",{\"name\":" : "{\"name\":";
-      append_json_string(head, req.outputs(o).name());
+      append_escaped(head, req.outputs(o).name());
       head += "}";
     }
     head += "]";

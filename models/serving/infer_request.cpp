@@ -546,6 +546,8 @@ infer_request_parse failed(int status, std::string why) {
   return r;
 }
 
+}  // namespace
+
 void append_escaped(std::string& out, std::string_view s) {
   out += '"';
   for (char c : s) {
@@ -563,8 +565,6 @@ void append_escaped(std::string& out, std::string_view s) {
   }
   out += '"';
 }
-
-}  // namespace
 
 size_t parse_header_length(const std::string& value, size_t body_size, size_t max_body,
                            std::string& error, int& status) {

@@ -82,4 +82,7 @@ std::string infer_model_metadata(const infer_model_io& io);
 size_t parse_header_length(const std::string& value, size_t body_size, size_t max_body,
                            std::string& error, int& status);
 
+// `s` as a JSON string (quoted; '"', '\\' and control bytes escaped) appended to `out`.
+void append_escaped(std::string& out, std::string_view s);
+
 }  // namespace satrap

@@ -88,6 +88,21 @@ double percentile(std::vector<double>& v, double q) {
 
 double median(std::vector<double> v) { return percentile(v, 0.5); }
 
+// A phase's figures from each connection's latencies over `secs` seconds.
+phase_result summarize(const std::vector<std::vector<double>>& lat, double secs, int per_request,
+                       int64_t errors) {
+  std::vector<double> all;
+  for (auto& l : lat)
+    all.insert(all.end(), l.begin(), l.end());
+  phase_result r;
+  r.qps = static_cast<double>(all.size()) / secs;
+  r.instances_per_s = r.qps * per_request;
+  r.p50_ms = percentile(all, 0.50);
+  r.p99_ms = percentile(all, 0.99);
+  r.errors = errors;
+  return r;
+}
+
 // One kept-alive connection: a whole prebuilt request out, one response in.
 class raw_client {
  public:
@@ -208,17 +223,8 @@ phase_result load(uint16_t port, const std::vector<std::string>& requests, int p
     });
   for (auto& t : threads)
     t.join();
-  double secs = std::chrono::duration<double>(clock_type::now() - start).count();
-  std::vector<double> all;
-  for (auto& l : lat)
-    all.insert(all.end(), l.begin(), l.end());
-  phase_result r;
-  r.qps = static_cast<double>(all.size()) / secs;
-  r.instances_per_s = r.qps * per_request;
-  r.p50_ms = percentile(all, 0.50);
-  r.p99_ms = percentile(all, 0.99);
-  r.errors = errors;
-  return r;
+  return summarize(lat, std::chrono::duration<double>(clock_type::now() - start).count(),
+                   per_request, errors);
 }
 
 // A KServe v2 binary request of `rows` (dense FP32 [N, D], ids INT64 [N, S], binary outputs).
@@ -350,17 +356,8 @@ phase_result grpc_load(uint16_t port, const std::vector<inference::ModelInferReq
     });
   for (auto& t : threads)
     t.join();
-  double secs = std::chrono::duration<double>(clock_type::now() - start).count();
-  std::vector<double> all;
-  for (auto& l : lat)
-    all.insert(all.end(), l.begin(), l.end());
-  phase_result r;
-  r.qps = static_cast<double>(all.size()) / secs;
-  r.instances_per_s = r.qps * per_request;
-  r.p50_ms = percentile(all, 0.50);
-  r.p99_ms = percentile(all, 0.99);
-  r.errors = errors;
-  return r;
+  return summarize(lat, std::chrono::duration<double>(clock_type::now() - start).count(),
+                   per_request, errors);
 }
 #endif
 

@@ -54,6 +54,23 @@ def module(name):
     return os.path.join(MODULES, name)
 
 
+def serve(model):
+    """`satrap serve` of `model` on PORT (cleaned up on exit), once it answers /readyz."""
+    p = subprocess.Popen([SATRAP, "serve", "--model", model, "--port", str(PORT), "--host", "127.0.0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs.append(p)
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                return p
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("satrap serve did not become ready")
+
+
 def job(name, body):
     path = os.path.join(WORK, name + ".yaml")
     with open(path, "w") as f:
@@ -91,18 +108,8 @@ def train_export_serve():
     out = os.path.join(WORK, "inst-scores.tsv")
     run("predict", "--model", m, "--instances", inst, "--out", out)
     want = scores(out)
-    p = subprocess.Popen([SATRAP, "serve", "--model", m, "--port", str(PORT), "--host", "127.0.0.1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs.append(p)
+    serve(m)
     try:
-        for _ in range(200):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
-                c.request("GET", "/healthz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
         rows = [json.loads(l) for l in open(inst)]
         c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
         c.request("POST", "/v1/models/ts:predict", json.dumps({"instances": rows}),
@@ -232,19 +239,8 @@ def sequences():
     out = os.path.join(WORK, "seq-few.tsv")
     run("predict", "--model", dm, "--data", few, "--out", out)
     want = scores(out)
-    srv = subprocess.Popen([SATRAP, "serve", "--model", dm, "--port", str(PORT), "--host", "127.0.0.1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs.append(srv)
+    serve(dm)
     try:
-        for _ in range(200):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
         c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
         c.request("POST", "/v1/models/din-jsonl:predict",
                   json.dumps({"instances": [json.loads(l) for l in lines]}))
